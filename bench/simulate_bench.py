@@ -1,0 +1,92 @@
+"""Algorithm-only benchmark: `kopf-scheduler simulate`'s loop on scheduler_perf-shaped workloads.
+
+Nodes: 4 CPU, 32 Gi, 110 pods, zone and hostname labels. Pods: 100m CPU, 500 Mi. Measures pods/s of the
+scheduling loop (parsing the input is not timed), as scheduler_perf measures its scheduler.
+
+    .venv/bin/python bench/simulate_bench.py --workload SchedulingBasic --nodes 5000 --pods 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from kopf_scheduler.simulate.loader import ClusterInput
+from kopf_scheduler.simulate.run import simulate
+from kopf_scheduler.testing import make_node, make_pod
+
+ZONES = 3
+
+
+def nodes(count: int) -> list[dict[str, Any]]:
+    return [
+        make_node().name(f"node-{i}").capacity(cpu="4", memory="32Gi", pods=110).zone(f"zone-{i % ZONES}").obj()
+        for i in range(count)
+    ]
+
+
+def basic_pod(name: str) -> Any:
+    return make_pod().name(name).namespace("sched-perf").req(cpu="100m", memory="500Mi")
+
+
+WORKLOADS = {
+    # name: (builder of a measured pod, initial pods)
+    "SchedulingBasic": (lambda i: basic_pod(f"pod-{i}").obj(), 1000),
+}
+
+
+def build(workload: str, node_count: int, pod_count: int, init_pods: int | None) -> ClusterInput:
+    make, default_init = WORKLOADS[workload]
+    init = default_init if init_pods is None else init_pods
+    cluster = ClusterInput(nodes=nodes(node_count))
+    for i in range(init):
+        cluster.bound_pods.append(basic_pod(f"init-{i}").node(f"node-{i % node_count}").obj())
+    cluster.pending_pods = [make(i) for i in range(pod_count)]
+    return cluster
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="SchedulingBasic")
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--init-pods", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="profile with cProfile and print the top entries")
+    args = parser.parse_args()
+    cluster = build(args.workload, args.nodes, args.pods, args.init_pods)
+    started = time.perf_counter()
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    result = asyncio.run(simulate(cluster, [], seed=args.seed))
+    if args.profile:
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+    total = time.perf_counter() - started
+    scheduled = sum(1 for o in result.outcomes.values() if o.node)
+    print(
+        json.dumps(
+            {
+                "workload": args.workload,
+                "nodes": args.nodes,
+                "pods": args.pods,
+                "scheduled": scheduled,
+                "loop_seconds": round(result.seconds, 3),
+                "pods_per_second": round(args.pods / result.seconds, 1),
+                "total_seconds": round(total, 3),
+            }
+        )
+    )
+    return 0 if scheduled == args.pods else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

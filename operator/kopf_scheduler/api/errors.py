@@ -1,0 +1,22 @@
+"""Validation errors that name the field path of the bad value."""
+
+from __future__ import annotations
+
+
+class ProfileError(ValueError):
+    """An invalid SchedulingProfile; ``path`` is the field path (``spec.plugins.score.enabled[2].weight``)."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.message = message
+
+
+def join_path(base: str, *parts: str | int) -> str:
+    path = base
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path = f"{path}.{part}" if path else str(part)
+    return path

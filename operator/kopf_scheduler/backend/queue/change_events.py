@@ -1,0 +1,139 @@
+"""Which cluster events an update is: kube-scheduler's ``PodSchedulingPropertiesChange`` and
+``NodeSchedulingPropertiesChange``, over ``PodInfo`` and ``NodeInfo``.
+
+An update is interpreted as the most specific events possible, so that only plugins that care about that
+kind of change are asked whether it helps: a pod update yields one event per changed property (labels,
+scale-down of requests, scheduling gates all removed, tolerations, generated resource claims), or the
+generic "other" update when none applies; a node update yields one event per changed property and may
+yield none at all (nothing that could help a pending pod changed).
+
+Events are shared constants: comparing and hashing them is cheap, and hints may memoise on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.pod_info import PodInfo
+
+
+def _events(resource: Resource, prefix: str) -> dict[Action, ClusterEvent]:
+    actions = [
+        Action.UPDATE_POD_LABEL,
+        Action.UPDATE_POD_SCALE_DOWN,
+        Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+        Action.UPDATE_POD_TOLERATION,
+        Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+        Action.UPDATE_POD_OTHER,
+    ]
+    return {a: ClusterEvent(resource, a, f"{prefix}{_label(a)}") for a in actions}
+
+
+def _label(action: Action) -> str:
+    return "".join(part.capitalize() for part in (action.name or "").split("_"))
+
+
+#: events of an unscheduled pod's own update (the pods the queue holds)
+UNSCHEDULED_POD_UPDATE = _events(Resource.POD, "UnscheduledPod")
+#: events of an update to a pod bound to a node
+ASSIGNED_POD_UPDATE = _events(Resource.ASSIGNED_POD, "AssignedPod")
+
+EVENT_NODE_DELETE = ClusterEvent(Resource.NODE, Action.DELETE, "NodeDelete")
+NODE_UPDATE = {
+    a: ClusterEvent(Resource.NODE, a, _label(a))
+    for a in (
+        Action.UPDATE_NODE_ALLOCATABLE,
+        Action.UPDATE_NODE_LABEL,
+        Action.UPDATE_NODE_TAINT,
+        Action.UPDATE_NODE_CONDITION,
+        Action.UPDATE_NODE_ANNOTATION,
+    )
+}
+
+
+# -- pods ----------------------------------------------------------------------------------------------
+def _scaled_down(old: PodInfo, new: PodInfo) -> bool:
+    # A request removed or lowered may free room; raised or added ones cannot help anyone.
+    new_requests = new.requests
+    return any(amount > new_requests.get(name, 0) for name, amount in old.requests.items())
+
+
+def _status(pod: PodInfo) -> Mapping[str, Any]:
+    status = pod.raw.get("status")
+    return status if isinstance(status, Mapping) else {}
+
+
+def _claims_changed(old: PodInfo, new: PodInfo) -> bool:
+    a, b = _status(old), _status(new)
+    return (a.get("resourceClaimStatuses") or []) != (b.get("resourceClaimStatuses") or []) or (
+        a.get("extendedResourceClaimStatus") or None
+    ) != (b.get("extendedResourceClaimStatus") or None)
+
+
+def pod_update_events(old: PodInfo, new: PodInfo, assigned: bool = False) -> list[ClusterEvent]:
+    """The events an update of a pod is (``assigned``: the pod is bound to a node)."""
+    table = ASSIGNED_POD_UPDATE if assigned else UNSCHEDULED_POD_UPDATE
+    out: list[ClusterEvent] = []
+    if old.labels != new.labels:
+        out.append(table[Action.UPDATE_POD_LABEL])
+    if _scaled_down(old, new):
+        out.append(table[Action.UPDATE_POD_SCALE_DOWN])
+    if old.scheduling_gates and not new.scheduling_gates:
+        out.append(table[Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED])
+    # The API only lets tolerations be added, so a change in their number is every change there is.
+    if len(old.tolerations) != len(new.tolerations):
+        out.append(table[Action.UPDATE_POD_TOLERATION])
+    if _claims_changed(old, new):
+        out.append(table[Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM])
+    if not out:
+        out.append(table[Action.UPDATE_POD_OTHER])
+    return out
+
+
+# -- nodes ---------------------------------------------------------------------------------------------
+def _section(node: NodeInfo, section: str) -> Mapping[str, Any]:
+    raw = node.node or {}
+    value = raw.get(section)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _conditions(node: NodeInfo) -> dict[Any, Any]:
+    return {
+        c.get("type"): c.get("status")
+        for c in _section(node, "status").get("conditions") or ()
+        if isinstance(c, Mapping)
+    }
+
+
+def _taints_changed(old: NodeInfo, new: NodeInfo) -> bool:
+    if old.node is None or new.node is None:
+        return old.taints != new.taints
+    # The raw lists, as kube-scheduler compares them: a changed ``timeAdded`` counts too.
+    return (_section(old, "spec").get("taints") or []) != (_section(new, "spec").get("taints") or [])
+
+
+def node_update_events(old: NodeInfo, new: NodeInfo) -> list[ClusterEvent]:
+    """The events an update of a node is; empty when nothing that matters to pending pods changed.
+
+    ``old`` must be the node as it was before the update (a distinct object from ``new``).
+    """
+    out: list[ClusterEvent] = []
+    # Uncordoning counts as a taint change (kube-scheduler has no separate action for it); cordoning
+    # cannot help any pending pod.
+    if old.unschedulable and not new.unschedulable:
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_TAINT])
+    if old.allocatable != new.allocatable or old.allowed_pod_number != new.allowed_pod_number:
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_ALLOCATABLE])
+    if old.labels != new.labels:
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_LABEL])
+    if _taints_changed(old, new):
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_TAINT])
+    if _conditions(old) != _conditions(new):
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_CONDITION])
+    old_annotations = _section(old, "metadata").get("annotations") or {}
+    if old_annotations != (_section(new, "metadata").get("annotations") or {}):
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_ANNOTATION])
+    return out

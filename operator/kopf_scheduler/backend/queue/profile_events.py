@@ -1,0 +1,150 @@
+"""Which events may help a rejected pod: the registered events and queueing hints of one profile.
+
+A pod remembers the plugins that rejected it (``unschedulable_plugins``, ``pending_plugins``). For an
+event, only those plugins' registrations in the pod's own profile are consulted (kube-scheduler's
+``isPodWorthRequeuing``):
+
+- no rejecting plugin recorded: any event may help (the failure was not a plugin's verdict);
+- a wildcard event (unschedulable timeout, forced activation) helps every pod, or only the pod it names;
+- otherwise a registration that matches the event and whose hint says QUEUE (no hint means QUEUE, a
+  hint that raises counts as QUEUE so a buggy hint cannot strand pods) helps: if the plugin returned
+  Pending the pod skips backoff, else it goes through backoff.
+
+Rejecting plugins of a real framework that do not implement ``EnqueueExtensions`` are treated as
+registered for every pod and node event with no hint, as kube-scheduler does for plugins that do not
+say what they wait for. Invariant: an index is rebuilt whenever the profile's framework object changes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from kopf_scheduler.framework.events import ClusterEvent, HintFn, Resource
+from kopf_scheduler.framework.interface import (
+    EnqueueExtensions,
+    FilterPlugin,
+    PermitPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    QueueingHint,
+    ReservePlugin,
+)
+from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from kopf_scheduler.framework.status import Status
+
+
+class QueueProfile(Protocol):
+    """What the queue needs from a profile's framework."""
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status | None: ...
+
+    def events_to_register(self) -> list[tuple[str, ClusterEvent, HintFn | None]]: ...
+
+
+class Strategy(enum.IntEnum):
+    """Where an event sends a rejected pod (upstream's ``queueingStrategy``), in increasing urgency."""
+
+    SKIP = 0  # stays in the unschedulable pool
+    AFTER_BACKOFF = 1  # backoff queue if still backing off, else active queue
+    IMMEDIATELY = 2  # active queue, backoff or not (a Pending plugin's wait is over)
+
+
+#: extension points whose plugins can reject a pod, and so be the reason it waits
+_REJECTING_POINTS = (PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin)
+
+
+def is_wildcard(event: ClusterEvent) -> bool:
+    return event.resource is Resource.WILDCARD
+
+
+_Registration = tuple[ClusterEvent, HintFn | None]
+
+
+class ProfileEvents:
+    """The registrations of one framework, indexed by plugin name, with a memo of events of interest."""
+
+    __slots__ = ("_catch_all", "_interest", "by_plugin", "framework")
+
+    def __init__(self, framework: QueueProfile) -> None:
+        self.framework = framework
+        by_plugin: dict[str, list[_Registration]] = {}
+        for plugin, event, hint in framework.events_to_register():
+            by_plugin.setdefault(plugin, []).append((event, hint))
+        self.by_plugin: dict[str, tuple[_Registration, ...]] = {k: tuple(v) for k, v in by_plugin.items()}
+        plugins = getattr(framework, "plugins", None)
+        self._catch_all: frozenset[str] = frozenset(
+            name
+            for name, plugin in (plugins.items() if isinstance(plugins, Mapping) else ())
+            if isinstance(plugin, _REJECTING_POINTS) and not isinstance(plugin, EnqueueExtensions)
+        )
+        self._interest: dict[ClusterEvent, bool] = {}
+
+    def interested(self, event: ClusterEvent) -> bool:
+        """Whether any plugin of this profile could be moved by ``event``."""
+        known = self._interest.get(event)
+        if known is None:
+            known = (
+                is_wildcard(event)
+                or bool(self._catch_all)
+                or any(
+                    registered.matches(event) for regs in self.by_plugin.values() for registered, _ in regs
+                )
+            )
+            self._interest[event] = known
+        return known
+
+    def gating_matches(self, plugin: str, event: ClusterEvent) -> bool:
+        """Whether the gating PreEnqueue plugin registered ``event`` (wildcards match only wildcards)."""
+        if plugin in self._catch_all:
+            return not is_wildcard(event)
+        return any(registered.matches(event) for registered, _ in self.by_plugin.get(plugin, ()))
+
+    def _verdicts(self, plugin: str, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        """Whether any of ``plugin``'s registrations matching ``event`` says QUEUE for this pod."""
+        if plugin in self._catch_all:
+            return not is_wildcard(event)
+        for registered, hint in self.by_plugin.get(plugin, ()):
+            if not registered.matches(event):
+                continue
+            if hint is None:
+                return True
+            try:
+                verdict = hint(qp.pod, old, new)
+            except Exception:  # a failing hint must not strand the pod in the pool
+                return True
+            if verdict is not QueueingHint.SKIP:
+                return True
+        return False
+
+    def strategy(self, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> Strategy:
+        """Where ``event`` sends ``qp`` (not wildcard, rejectors recorded: see ``requeue_strategy``)."""
+        pending = qp.pending_plugins
+        result = Strategy.SKIP
+        for plugin in pending:
+            if self._verdicts(plugin, qp, event, old, new):
+                return Strategy.IMMEDIATELY
+        for plugin in qp.unschedulable_plugins:
+            if plugin in pending:
+                continue
+            if self._verdicts(plugin, qp, event, old, new):
+                result = Strategy.AFTER_BACKOFF
+                break
+        return result
+
+
+def requeue_strategy(
+    profile: ProfileEvents | None, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any
+) -> Strategy:
+    """Where ``event`` (with its old and new objects) sends the rejected pod ``qp``."""
+    if not qp.unschedulable_plugins and not qp.pending_plugins:
+        return Strategy.AFTER_BACKOFF
+    if is_wildcard(event):
+        # A wildcard event carrying a pod is meant for that pod only (a forced activation).
+        if new is not None and not (isinstance(new, PodInfo) and new.uid == qp.pod.uid):
+            return Strategy.SKIP
+        return Strategy.AFTER_BACKOFF
+    if profile is None:  # the pod's profile is gone: let it retry rather than wait forever
+        return Strategy.AFTER_BACKOFF
+    return profile.strategy(qp, event, old, new)

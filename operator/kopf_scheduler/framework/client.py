@@ -1,0 +1,39 @@
+"""What the scheduler asks of the cluster: the one narrow door to the API server (or to a simulation).
+
+The ``k8s`` package implements it against a real API server; ``simulate`` implements it in memory.
+Reporting methods are fire-and-forget: an implementation queues the API calls, aggregates or rate-limits
+them, and never blocks a scheduling cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kopf_scheduler.framework.pod_info import PodInfo
+
+
+class APIError(Exception):
+    """A failed API call; ``status`` is the HTTP status (409 conflict, 404 gone, 0 for no answer)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}" if status else message)
+        self.status = status
+        self.message = message
+
+    @property
+    def is_gone_or_conflict(self) -> bool:
+        """The pod is already bound (409) or deleted (404): nothing to retry."""
+        return self.status in (404, 409)
+
+
+class ClusterClient(Protocol):
+    async def bind(self, pod: PodInfo, node_name: str) -> None:
+        """POST the pod's binding to the node; raises ``APIError``."""
+
+    def record_scheduled(self, pod: PodInfo, node_name: str) -> None:
+        """The ``Normal Scheduled`` event: ``Successfully assigned ns/pod to node``."""
+
+    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None) -> None:
+        """The ``Warning FailedScheduling`` event and the ``PodScheduled=False`` condition with ``reason``
+        (``Unschedulable`` or ``SchedulerError``); sets or clears ``status.nominatedNodeName`` when
+        ``nominated_node_name`` is not None."""

@@ -1,0 +1,82 @@
+"""Cluster events and queueing hints: which changes may make a rejected pod schedulable again.
+
+A plugin that rejects pods registers ``ClusterEventWithHint`` values; when an event arrives, only pods
+rejected by a plugin that registered a matching event are re-evaluated, and the hint (if any) decides
+whether this particular change can help this particular pod.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.pod_info import PodInfo
+
+
+class Resource(enum.Enum):
+    POD = "Pod"  # an unscheduled pod (the pod itself, or another pending pod)
+    ASSIGNED_POD = "AssignedPod"
+    NODE = "Node"
+    WILDCARD = "*"
+
+
+class Action(enum.Flag):
+    ADD = enum.auto()
+    DELETE = enum.auto()
+    UPDATE_NODE_ALLOCATABLE = enum.auto()
+    UPDATE_NODE_LABEL = enum.auto()
+    UPDATE_NODE_TAINT = enum.auto()
+    UPDATE_NODE_CONDITION = enum.auto()
+    UPDATE_NODE_ANNOTATION = enum.auto()
+    UPDATE_POD_LABEL = enum.auto()
+    UPDATE_POD_SCALE_DOWN = enum.auto()
+    UPDATE_POD_TOLERATION = enum.auto()
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = enum.auto()
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = enum.auto()
+    UPDATE_POD_OTHER = enum.auto()
+
+    @classmethod
+    def update(cls) -> Action:
+        return ~(cls.ADD | cls.DELETE)
+
+    @classmethod
+    def all(cls) -> Action:
+        return ~cls(0)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: Resource
+    action: Action
+    label: str = ""
+
+    def matches(self, incoming: ClusterEvent) -> bool:
+        """Whether this registered event covers ``incoming``."""
+        if self.resource is Resource.WILDCARD:
+            return bool(self.action & incoming.action)
+        return self.resource is incoming.resource and bool(self.action & incoming.action)
+
+    def __str__(self) -> str:
+        return self.label or f"{self.resource.value}{self.action.name}"
+
+
+#: hint(pod, old_object, new_object) -> QUEUE or SKIP; raising counts as QUEUE (upstream behaviour).
+HintFn = Callable[[PodInfo, Any, Any], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: HintFn | None = None
+
+
+#: events the queue itself reacts to whatever plugins registered.
+EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(Resource.POD, Action.UPDATE_POD_OTHER, "UnschedulablePodUpdate")
+EVENT_FORCE_ACTIVATE = ClusterEvent(Resource.WILDCARD, Action.all(), "ForceActivate")
+EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, Action.all(), "UnschedulableTimeout")
+EVENT_NODE_ADD = ClusterEvent(Resource.NODE, Action.ADD, "NodeAdd")
+EVENT_ASSIGNED_POD_ADD = ClusterEvent(Resource.ASSIGNED_POD, Action.ADD, "AssignedPodAdd")
+EVENT_ASSIGNED_POD_DELETE = ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE, "AssignedPodDelete")

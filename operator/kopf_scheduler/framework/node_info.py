@@ -1,0 +1,167 @@
+"""``NodeInfo``: a node with the pods on it and what they request, as the filters and scores see it.
+
+Invariants: ``requested`` is the sum of ``requests`` of ``pods``; ``non_zero_*`` the sum of their
+non-zero requests; ``used_ports`` counts every host port of every pod; ``generation`` changes on every
+mutation so the snapshot can refresh only changed nodes. Filters and scores never mutate a NodeInfo.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from kopf_scheduler.api.quantity import QuantityError, milli_value_of, value_of
+from kopf_scheduler.framework import resources as res
+from kopf_scheduler.framework.pod_info import HostPort, PodInfo
+from kopf_scheduler.framework.taints import Taint
+
+_generations = itertools.count(1)
+
+
+def next_generation() -> int:
+    return next(_generations)
+
+
+class NodeParseError(ValueError):
+    """The node has a field the scheduler cannot read; the message names the field path."""
+
+
+def normalized_image_name(name: str) -> str:
+    """Image names as ImageLocality compares them: ``:latest`` added when there is no tag or digest."""
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last and "@" not in last:
+        return name + ":latest"
+    return name
+
+
+class NodeInfo:
+    __slots__ = (
+        "allocatable",
+        "allowed_pod_number",
+        "generation",
+        "image_sizes",
+        "labels",
+        "name",
+        "node",
+        "non_zero_cpu",
+        "non_zero_memory",
+        "pods",
+        "pods_with_affinity",
+        "pods_with_required_anti_affinity",
+        "requested",
+        "taints",
+        "unschedulable",
+        "used_ports",
+    )
+
+    def __init__(self, node: Mapping[str, Any] | None = None, name: str = "") -> None:
+        self.pods: dict[str, PodInfo] = {}
+        self.pods_with_affinity: dict[str, PodInfo] = {}
+        self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
+        self.requested: dict[str, int] = {}
+        self.non_zero_cpu = 0
+        self.non_zero_memory = 0
+        self.used_ports: Counter[HostPort] = Counter()
+        self.node: Mapping[str, Any] | None = None
+        self.name = name
+        self.labels: dict[str, str] = {}
+        self.taints: tuple[Taint, ...] = ()
+        self.unschedulable = False
+        self.allocatable: dict[str, int] = {}
+        self.allowed_pod_number = 0
+        self.image_sizes: dict[str, int] = {}
+        self.generation = next_generation()
+        if node is not None:
+            self.set_node(node)
+
+    # -- node -------------------------------------------------------------------------------------------
+    def set_node(self, node: Mapping[str, Any]) -> None:
+        meta = node.get("metadata") or {}
+        spec = node.get("spec") or {}
+        status = node.get("status") or {}
+        name = str(meta.get("name") or "")
+        if not name:
+            raise NodeParseError("metadata.name: required")
+        allocatable = status.get("allocatable")
+        source = "status.allocatable"
+        if not allocatable:  # the API server defaults allocatable to capacity
+            allocatable, source = status.get("capacity") or {}, "status.capacity"
+        parsed: dict[str, int] = {}
+        for resource, quantity in allocatable.items():
+            try:
+                parsed[resource] = milli_value_of(quantity) if resource == res.CPU else value_of(quantity)
+            except QuantityError as e:
+                raise NodeParseError(f"{source}.{resource}: {e}") from None
+        images: dict[str, int] = {}
+        for image in status.get("images") or ():
+            size = int(image.get("sizeBytes") or 0)
+            for image_name in image.get("names") or ():
+                images[normalized_image_name(image_name)] = size
+        self.node = node
+        self.name = name
+        self.labels = dict(meta.get("labels") or {})
+        try:
+            self.taints = tuple(Taint.parse(t) for t in spec.get("taints") or ())
+        except AttributeError:
+            raise NodeParseError("spec.taints: must be a list of objects") from None
+        self.unschedulable = bool(spec.get("unschedulable"))
+        self.allowed_pod_number = parsed.pop(res.PODS, 0)
+        self.allocatable = parsed
+        self.image_sizes = images
+        self.generation = next_generation()
+
+    # -- pods -------------------------------------------------------------------------------------------
+    def add_pod(self, pod: PodInfo) -> None:
+        self.pods[pod.uid] = pod
+        if pod.has_pod_affinity:
+            self.pods_with_affinity[pod.uid] = pod
+        if pod.has_required_anti_affinity:
+            self.pods_with_required_anti_affinity[pod.uid] = pod
+        res.add_into(self.requested, pod.requests)
+        self.non_zero_cpu += pod.non_zero_cpu
+        self.non_zero_memory += pod.non_zero_memory
+        self.used_ports.update(pod.host_ports)
+        self.generation = next_generation()
+
+    def remove_pod(self, pod: PodInfo) -> bool:
+        """Removes the pod with ``pod.uid``; False when it is not on this node."""
+        current = self.pods.pop(pod.uid, None)
+        if current is None:
+            return False
+        self.pods_with_affinity.pop(pod.uid, None)
+        self.pods_with_required_anti_affinity.pop(pod.uid, None)
+        res.subtract_from(self.requested, current.requests)
+        self.non_zero_cpu -= current.non_zero_cpu
+        self.non_zero_memory -= current.non_zero_memory
+        self.used_ports.subtract(current.host_ports)
+        self.used_ports = +self.used_ports  # drop zero counts
+        self.generation = next_generation()
+        return True
+
+    def clone(self) -> NodeInfo:
+        new = object.__new__(NodeInfo)
+        new.pods = dict(self.pods)
+        new.pods_with_affinity = dict(self.pods_with_affinity)
+        new.pods_with_required_anti_affinity = dict(self.pods_with_required_anti_affinity)
+        new.requested = dict(self.requested)
+        new.used_ports = Counter(self.used_ports)
+        for slot in (
+            "allocatable",
+            "allowed_pod_number",
+            "generation",
+            "image_sizes",
+            "labels",
+            "name",
+            "node",
+            "non_zero_cpu",
+            "non_zero_memory",
+            "taints",
+            "unschedulable",
+        ):
+            setattr(new, slot, getattr(self, slot))
+        return new
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)})"

@@ -1,0 +1,1 @@
+"""Builds a profile into a running framework: the registry, the framework runtime, waiting pods."""

@@ -1,0 +1,524 @@
+"""A profile's running framework: its plugins per extension point, and how each point runs them.
+
+Guards: plugins run in the configured order; the first failing filter decides a node's status; scores are
+checked to lie in [0, 100] after normalisation and multiplied by their weight; a plugin that raises gets an
+``ERROR`` status naming it; reserve failures are undone by unreserve in reverse order. The vectorised forms
+of filter and score are used when a plugin offers them, and give the same verdicts as the per-node forms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from kopf_scheduler.framework.client import ClusterClient
+from kopf_scheduler.framework.clock import Clock, RealClock
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.events import ClusterEvent, HintFn
+from kopf_scheduler.framework.handle import PodNominator
+from kopf_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    BindPlugin,
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeSet,
+    NodeStatusMap,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    SnapshotLister,
+    VectorFilter,
+    VectorScore,
+)
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.runtime.waiting_pods import MAX_PERMIT_TIMEOUT, WaitingPod, WaitingPods
+from kopf_scheduler.framework.status import Code, Status, error
+
+P = TypeVar("P", bound=Plugin)
+
+
+def _call_error(plugin: Plugin, point: str, exc: BaseException) -> Status:
+    return error(f"running {point} plugin {plugin.name!r}: {exc}", plugin=plugin.name, cause=exc)
+
+
+class _NoNominator:
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return []
+
+
+@dataclass(slots=True)
+class NodeStatuses:
+    """Filter verdicts for the nodes filtering examined and rejected (upstream's ``NodeToStatus``).
+
+    Statuses of nodes that a vectorised filter rejected are computed on first access, through the
+    per-node chain, so a pod that fits pays nothing for them.
+    """
+
+    framework: Framework
+    state: CycleState
+    pod: PodInfo
+    snapshot: SnapshotLister
+    #: statuses already known, by node name
+    known: dict[str, Status] = field(default_factory=dict)
+    #: rows rejected by a vectorised filter whose status is not computed yet
+    pending_rows: list[int] = field(default_factory=list)
+    #: the status of every node not examined at all (e.g. outside a pre-filter result)
+    absent: Status | None = None
+    absent_count: int = 0
+
+    def _resolve(self) -> None:
+        if not self.pending_rows:
+            return
+        infos = self.snapshot.node_infos
+        for row in self.pending_rows:
+            node = infos[row]
+            status = self.framework.run_filter_chain(self.state, self.pod, node)
+            if status is None:  # a vector form disagreed with its per-node form: a plugin bug
+                status = error("vectorised filter rejected a node its per-node filter accepts")
+            self.known[node.name] = status
+        self.pending_rows = []
+
+    def get(self, name: str) -> Status | None:
+        self._resolve()
+        return self.known.get(name)
+
+    def items(self) -> Iterator[tuple[str, Status]]:
+        self._resolve()
+        return iter(list(self.known.items()))
+
+    def __len__(self) -> int:
+        return len(self.known) + len(self.pending_rows)
+
+    def total_rejected(self) -> int:
+        return len(self) + self.absent_count
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    feasible: np.ndarray  # rows, in the order they were examined
+    examined: int
+    statuses: NodeStatuses
+
+
+@dataclass(slots=True)
+class ScoreBreakdown:
+    """Per-plugin raw, normalised and weighted scores, aligned with the scored rows (for --explain)."""
+
+    raw: dict[str, np.ndarray] = field(default_factory=dict)
+    normalized: dict[str, np.ndarray] = field(default_factory=dict)
+    weighted: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass
+class Framework:
+    profile_name: str
+    percentage_of_nodes_to_score: int | None
+    plugins: dict[str, Plugin]
+    pre_enqueue: list[PreEnqueuePlugin]
+    queue_sort: QueueSortPlugin
+    pre_filter: list[PreFilterPlugin]
+    filter: list[FilterPlugin]
+    post_filter: list[PostFilterPlugin]
+    pre_score: list[PreScorePlugin]
+    score: list[ScorePlugin]
+    score_weights: dict[str, int]
+    reserve: list[ReservePlugin]
+    permit: list[PermitPlugin]
+    pre_bind: list[PreBindPlugin]
+    bind: list[BindPlugin]
+    post_bind: list[PostBindPlugin]
+    client: ClusterClient
+    clock: Clock = field(default_factory=RealClock)
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    nominator: PodNominator = field(default_factory=_NoNominator)
+    #: the snapshot of the running cycle (set by the scheduler before each cycle)
+    current_snapshot: SnapshotLister | None = None
+    #: the generation of the SchedulingProfile this framework was built from
+    generation: int | None = None
+
+    # -- Handle ----------------------------------------------------------------------------------------
+    def snapshot(self) -> SnapshotLister:
+        assert self.current_snapshot is not None, "no scheduling cycle is running"
+        return self.current_snapshot
+
+    # -- queue -----------------------------------------------------------------------------------------
+    def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
+        for plugin in self.pre_enqueue:
+            try:
+                status = plugin.pre_enqueue(pod)
+            except Exception as e:
+                return _call_error(plugin, "PreEnqueue", e)
+            if status is not None and not status.is_success:
+                return status.with_plugin(plugin.name)
+        return None
+
+    def events_to_register(self) -> list[tuple[str, ClusterEvent, HintFn | None]]:
+        """(plugin, event, hint) for every plugin that can reject pods and says what may help them."""
+        out = []
+        for name, plugin in self.plugins.items():
+            if isinstance(plugin, EnqueueExtensions):
+                for item in plugin.events_to_register():
+                    out.append((name, item.event, item.hint))
+        return out
+
+    # -- pre-filter and filter -------------------------------------------------------------------------
+    def run_pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
+        """Runs pre-filter plugins; also returns the plugins whose results restrict the nodes."""
+        result: PreFilterResult | None = None
+        with_nodes: list[str] = []
+        for plugin in self.pre_filter:
+            try:
+                plugin_result, status = plugin.pre_filter(state, pod, nodes)
+            except Exception as e:
+                return None, _call_error(plugin, "PreFilter", e), with_nodes
+            if status is not None and status.code == Code.SKIP:
+                state.skip_filter_plugins.add(plugin.name)
+                continue
+            if status is not None and not status.is_success:
+                return None, status.with_plugin(plugin.name), [plugin.name]
+            if plugin_result is not None and plugin_result.node_names is not None:
+                with_nodes.append(plugin.name)
+                result = plugin_result if result is None else result.merge(plugin_result)
+                if not result.node_names:
+                    if len(with_nodes) == 1:
+                        message = f"node(s) didn't satisfy plugin {with_nodes[0]}"
+                    else:
+                        message = f"node(s) didn't satisfy plugin(s) [{' '.join(with_nodes)}] simultaneously"
+                    return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), with_nodes[0]), with_nodes
+        return result, None, with_nodes
+
+    def run_pre_filter_add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> None:
+        for plugin in self.pre_filter:
+            ext = plugin.pre_filter_extensions()
+            if ext is None or plugin.name in state.skip_filter_plugins:
+                continue
+            status = ext.add_pod(state, pod, to_add, node)
+            if status is not None and not status.is_success:
+                raise RuntimeError(f"running AddPod on PreFilter plugin {plugin.name!r}: {status.message()}")
+
+    def run_pre_filter_remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
+    ) -> None:
+        for plugin in self.pre_filter:
+            ext = plugin.pre_filter_extensions()
+            if ext is None or plugin.name in state.skip_filter_plugins:
+                continue
+            status = ext.remove_pod(state, pod, to_remove, node)
+            if status is not None and not status.is_success:
+                raise RuntimeError(f"running RemovePod on PreFilter plugin {plugin.name!r}: {status.message()}")
+
+    def run_filter_chain(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """The per-node filter chain: the first plugin that rejects decides the node's status."""
+        skip = state.skip_filter_plugins
+        for plugin in self.filter:
+            if plugin.name in skip:
+                continue
+            try:
+                status = plugin.filter(state, pod, node)
+            except Exception as e:
+                return _call_error(plugin, "Filter", e)
+            if status is not None and not status.is_success:
+                return status.with_plugin(plugin.name)
+        return None
+
+    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        """Filters as if nominated pods of equal or higher priority were already on the node: the pod must
+        fit with them and without them (upstream's ``RunFilterPluginsWithNominatedPods``)."""
+        nominated = [
+            p
+            for p in self.nominator.nominated_pods_for_node(node.name)
+            if p.uid != pod.uid and p.priority >= pod.priority
+        ]
+        if nominated:
+            state_with = state.clone()
+            node_with = node.clone()
+            for other in nominated:
+                node_with.add_pod(other)
+                self.run_pre_filter_add_pod(state_with, pod, other, node_with)
+            status = self.run_filter_chain(state_with, pod, node_with)
+            if status is not None:
+                return status
+        return self.run_filter_chain(state, pod, node)
+
+    def find_feasible(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: SnapshotLister,
+        candidates: np.ndarray,
+        num_to_find: int,
+        nominated_nodes: frozenset[str] = frozenset(),
+    ) -> FilterOutcome:
+        """Filters ``candidates`` (rows, in examination order) until ``num_to_find`` nodes fit.
+
+        Vectorised filters prune all candidates at once; per-node filters (and nodes with nominated pods)
+        then run in order over the survivors until enough feasible nodes are found.
+        """
+        statuses = NodeStatuses(self, state, pod, snapshot)
+        skip = state.skip_filter_plugins
+        filters = [p for p in self.filter if p.name not in skip]
+        table = snapshot.table
+        alive = np.ones(len(candidates), dtype=bool)
+        scalar: list[FilterPlugin] = []
+        for plugin in filters:
+            if isinstance(plugin, VectorFilter):
+                idx = np.flatnonzero(alive)
+                if not len(idx):
+                    break
+                try:
+                    passed = plugin.filter_rows(state, pod, table, candidates[idx])
+                except Exception as e:
+                    status = _call_error(plugin, "Filter", e)
+                    infos = snapshot.node_infos
+                    statuses.known.update((infos[r].name, status) for r in candidates[idx].tolist())
+                    return FilterOutcome(np.zeros(0, dtype=np.int64), len(candidates), statuses)
+                alive[idx[~passed]] = False
+            else:
+                scalar.append(plugin)
+        if not scalar and not nominated_nodes:
+            positions = np.flatnonzero(alive)
+            if len(positions) > num_to_find:
+                positions = positions[:num_to_find]
+                examined = int(positions[-1]) + 1
+            else:
+                examined = len(candidates)
+            rejected = np.flatnonzero(~alive[:examined])
+            statuses.pending_rows = candidates[rejected].tolist()
+            return FilterOutcome(candidates[positions], examined, statuses)
+        infos = snapshot.node_infos
+        feasible: list[int] = []
+        examined = len(candidates)
+        rejected_positions: list[int] = []
+        for pos in range(len(candidates)):
+            row = int(candidates[pos])
+            if not alive[pos]:
+                rejected_positions.append(row)
+                continue
+            node = infos[row]
+            if node.name in nominated_nodes:
+                status = self.run_filter_with_nominated_pods(state, pod, node)
+            else:
+                status = None
+                for plugin in scalar:
+                    try:
+                        status = plugin.filter(state, pod, node)
+                    except Exception as e:
+                        status = _call_error(plugin, "Filter", e)
+                    if status is not None and not status.is_success:
+                        status = status.with_plugin(plugin.name)
+                        break
+                    status = None
+            if status is None:
+                feasible.append(row)
+                if len(feasible) >= num_to_find:
+                    examined = pos + 1
+                    break
+            else:
+                statuses.known[node.name] = status
+        statuses.pending_rows = rejected_positions
+        return FilterOutcome(np.asarray(feasible, dtype=np.int64), examined, statuses)
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status]:
+        """Runs post-filter plugins until one makes the pod schedulable; returns the joined messages."""
+        messages: list[str] = []
+        rejector = ""
+        for plugin in self.post_filter:
+            try:
+                result, status = plugin.post_filter(state, pod, node_statuses)
+            except Exception as e:
+                return None, _call_error(plugin, "PostFilter", e)
+            if status is None or status.is_success:
+                return result, Status(Code.SUCCESS, (), plugin.name)
+            if status.code == Code.ERROR:
+                return None, status.with_plugin(plugin.name)
+            if status.reasons:
+                messages.append(status.message())
+            rejector = rejector or plugin.name
+        return None, Status(Code.UNSCHEDULABLE, tuple(messages), rejector)
+
+    # -- scoring ---------------------------------------------------------------------------------------
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeSet) -> Status | None:
+        for plugin in self.pre_score:
+            try:
+                status = plugin.pre_score(state, pod, nodes)
+            except Exception as e:
+                return _call_error(plugin, "PreScore", e)
+            if status is None or status.is_success:
+                continue
+            if status.code == Code.SKIP:
+                state.skip_score_plugins.add(plugin.name)
+                continue
+            return error(f"running PreScore plugin {plugin.name!r}: {status.message()}", plugin=plugin.name)
+        return None
+
+    def run_score(
+        self, state: CycleState, pod: PodInfo, nodes: NodeSet, explain: bool = False
+    ) -> tuple[np.ndarray, ScoreBreakdown | None, Status | None]:
+        """Total weighted scores aligned with ``nodes``; a breakdown per plugin when ``explain``."""
+        total = np.zeros(len(nodes), dtype=np.int64)
+        breakdown = ScoreBreakdown() if explain else None
+        table = self.snapshot().table
+        for plugin in self.score:
+            if plugin.name in state.skip_score_plugins:
+                continue
+            try:
+                if isinstance(plugin, VectorScore):
+                    raw = np.asarray(plugin.score_rows(state, pod, table, nodes.rows), dtype=np.int64)
+                else:
+                    raw = np.fromiter(
+                        (plugin.score(state, pod, node) for node in nodes), dtype=np.int64, count=len(nodes)
+                    )
+                scores = raw.copy() if explain else raw
+                if plugin.has_normalize:
+                    status = plugin.normalize_score(state, pod, scores)
+                    if status is not None and not status.is_success:
+                        return total, breakdown, status.with_plugin(plugin.name)
+            except Exception as e:
+                return total, breakdown, _call_error(plugin, "Score", e)
+            if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+                return (
+                    total,
+                    breakdown,
+                    error(
+                        f"plugin {plugin.name!r} returns an invalid score {bad}, it should in the range of "
+                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        plugin=plugin.name,
+                    ),
+                )
+            weighted = scores * self.score_weights[plugin.name]
+            total += weighted
+            if breakdown is not None:
+                breakdown.raw[plugin.name] = raw
+                breakdown.normalized[plugin.name] = scores
+                breakdown.weighted[plugin.name] = weighted
+        return total, breakdown, None
+
+    # -- reserve and permit ----------------------------------------------------------------------------
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        for plugin in self.reserve:
+            try:
+                status = plugin.reserve(state, pod, node_name)
+            except Exception as e:
+                return _call_error(plugin, "Reserve", e)
+            if status is not None and not status.is_success:
+                if status.is_rejection:
+                    return status.with_plugin(plugin.name)
+                return error(f"running Reserve plugin {plugin.name!r}: {status.message()}", plugin=plugin.name)
+        return None
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for plugin in reversed(self.reserve):
+            try:
+                plugin.unreserve(state, pod, node_name)
+            except Exception:  # unreserve must not fail; one plugin's bug must not skip the others
+                continue
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        timeouts: dict[str, float] = {}
+        for plugin in self.permit:
+            try:
+                status, timeout = plugin.permit(state, pod, node_name)
+            except Exception as e:
+                return _call_error(plugin, "Permit", e)
+            if status is None or status.is_success:
+                continue
+            if status.is_rejection:
+                return status.with_plugin(plugin.name)
+            if status.code == Code.WAIT:
+                timeouts[plugin.name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
+                continue
+            return error(f"running Permit plugin {plugin.name!r}: {status.message()}", plugin=plugin.name)
+        if timeouts:
+            self.waiting_pods.add(WaitingPod(pod, timeouts, self.clock))
+            return Status(Code.WAIT, (), next(iter(timeouts)))
+        return None
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status | None:
+        waiting = self.waiting_pods.get(pod.uid)
+        if waiting is None:
+            return None
+        try:
+            return await waiting.wait()
+        finally:
+            self.waiting_pods.remove(pod.uid)
+
+    # -- binding cycle ---------------------------------------------------------------------------------
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        for plugin in self.pre_bind:
+            try:
+                status = await plugin.pre_bind(state, pod, node_name)
+            except Exception as e:
+                return _call_error(plugin, "PreBind", e)
+            if status is not None and not status.is_success and status.code != Code.SKIP:
+                return status.with_plugin(plugin.name)
+        return None
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        for plugin in self.bind:
+            try:
+                status = await plugin.bind(state, pod, node_name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                return _call_error(plugin, "Bind", e)
+            if status is not None and status.code == Code.SKIP:
+                continue
+            if status is not None and not status.is_success:
+                return status.with_plugin(plugin.name)
+            return None
+        return Status(Code.SKIP, ("no bind plugin bound the pod",))
+
+    async def run_post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        for plugin in self.post_bind:
+            try:
+                await plugin.post_bind(state, pod, node_name)
+            except Exception:  # informational: a failing post-bind does not undo the binding
+                continue
+
+    def has_filter_or_score(self) -> bool:
+        return bool(self.score)
+
+    def plugins_at(self, kind: type[P]) -> list[P]:
+        return [p for p in self.plugins.values() if isinstance(p, kind)]
+
+    def describe(self) -> dict[str, Any]:
+        """The effective configuration, by extension point (for status and logs)."""
+        points: dict[str, list[Any]] = {
+            "preEnqueue": [p.name for p in self.pre_enqueue],
+            "queueSort": [self.queue_sort.name],
+            "preFilter": [p.name for p in self.pre_filter],
+            "filter": [p.name for p in self.filter],
+            "postFilter": [p.name for p in self.post_filter],
+            "preScore": [p.name for p in self.pre_score],
+            "score": [{"name": p.name, "weight": self.score_weights[p.name]} for p in self.score],
+            "reserve": [p.name for p in self.reserve],
+            "permit": [p.name for p in self.permit],
+            "preBind": [p.name for p in self.pre_bind],
+            "bind": [p.name for p in self.bind],
+            "postBind": [p.name for p in self.post_bind],
+        }
+        return {k: v for k, v in points.items() if v}
+
+
+Factory = Callable[..., Framework]

@@ -1,0 +1,90 @@
+"""Plugin results: a frozen ``Status`` with kube-scheduler's codes.
+
+``None`` stands for success everywhere a plugin returns a status, so the common path allocates nothing.
+Expected outcomes (unschedulable, unresolvable, skip, wait, pending) are returned; unexpected failures are
+raised by plugins and turned into an ``ERROR`` status naming the plugin by the runtime.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+
+class Code(enum.IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    #: the pod does not fit now; preemption may help.
+    UNSCHEDULABLE = 2
+    #: the pod does not fit and preemption cannot help on this node.
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    #: permit: the pod waits for an allow or reject.
+    WAIT = 4
+    #: the plugin has nothing to do for this pod (pre-filter, pre-score, bind).
+    SKIP = 5
+    #: the pod waits for something outside the scheduler (no backoff on requeue).
+    PENDING = 6
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+_REJECTIONS = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code
+    reasons: tuple[str, ...] = ()
+    #: the plugin that returned it (set by the runtime when the plugin left it empty).
+    plugin: str = ""
+    #: the exception behind an ``ERROR`` status, when there is one (e.g. an ``APIError`` from binding).
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    @property
+    def is_rejection(self) -> bool:
+        return self.code in _REJECTIONS
+
+    @property
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin else replace(self, plugin=plugin)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"code": self.code.label, "plugin": self.plugin, "reasons": list(self.reasons)}
+
+
+def unschedulable(*reasons: str, plugin: str = "") -> Status:
+    return Status(Code.UNSCHEDULABLE, reasons, plugin)
+
+
+def unresolvable(*reasons: str, plugin: str = "") -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin)
+
+
+def error(*reasons: str, plugin: str = "", cause: BaseException | None = None) -> Status:
+    return Status(Code.ERROR, reasons, plugin, cause)
+
+
+SKIP = Status(Code.SKIP)
+WAIT = Status(Code.WAIT)
+
+
+def is_success(status: Status | None) -> bool:
+    return status is None or status.code == Code.SUCCESS

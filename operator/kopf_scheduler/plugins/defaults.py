@@ -1,0 +1,24 @@
+"""The default plugin set, laid out as kube-scheduler's ``getDefaultPlugins``: everything through
+``multiPoint``, in run order, with upstream's score weights.
+
+Volume and DRA plugins are absent (no volumes or resource claims here); the rest of upstream's default
+profile joins this list as its plugins are implemented.
+"""
+
+from __future__ import annotations
+
+from kopf_scheduler.api.profile import PluginRef, PluginSet
+from kopf_scheduler.plugins import names
+
+DEFAULT_MULTI_POINT: list[tuple[str, int]] = [
+    (names.SCHEDULING_GATES, 0),
+    (names.PRIORITY_SORT, 0),
+    (names.NODE_UNSCHEDULABLE, 0),
+    (names.NODE_NAME, 0),
+    (names.NODE_RESOURCES_FIT, 1),
+    (names.DEFAULT_BINDER, 0),
+]
+
+
+def default_plugins() -> dict[str, PluginSet]:
+    return {"multiPoint": PluginSet(enabled=[PluginRef(name, weight) for name, weight in DEFAULT_MULTI_POINT])}

@@ -1,0 +1,189 @@
+"""NodeResourcesFit: the node must have room for the pod's requests and one more pod; nodes score by
+the configured strategy (``noderesources/fit.go`` and ``resource_allocation.go``).
+
+Filter: ``Too many pods`` when the pod count is at the limit; ``Insufficient <resource>`` for each
+requested resource that does not fit in ``allocatable - requested``. The status is unresolvable when a
+request exceeds the node's whole allocatable (preemption cannot help, upstream since v1.34).
+Score: CPU and memory use non-zero requests (100m / 200 MiB for containers without requests); other
+resources count only when the pod requests them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kopf_scheduler.framework import resources as res
+from kopf_scheduler.framework.cycle_state import CycleState, StateKey
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.interface import (
+    EnqueueExtensions,
+    FilterPlugin,
+    NodeSet,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueingHint,
+    ScorePlugin,
+    VectorFilter,
+    VectorScore,
+)
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import Code, Status
+from kopf_scheduler.plugins import names
+from kopf_scheduler.plugins.node_resources_fit import scoring
+from kopf_scheduler.plugins.node_resources_fit.args import Args
+
+NAME = names.NODE_RESOURCES_FIT
+TOO_MANY_PODS = "Too many pods"
+
+
+def insufficient(resource: str) -> str:
+    return f"Insufficient {resource}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """The requests filter checks: positive, and not ignored by the plugin's arguments."""
+
+    amounts: tuple[tuple[str, int], ...]
+
+
+_FILTER_KEY: StateKey[_Request] = StateKey("PreFilter" + NAME)
+
+
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, VectorScore,
+                       EnqueueExtensions):  # fmt: skip
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+        self.ignored = frozenset(args.ignored_resources)
+        self.ignored_groups = frozenset(args.ignored_resource_groups)
+        self.weights = np.array([r.weight for r in args.resources], dtype=np.int64)
+
+    # -- filter ----------------------------------------------------------------------------------------
+    def _checked(self, name: str) -> bool:
+        if res.is_extended(name):
+            return name not in self.ignored and name.split("/", 1)[0] not in self.ignored_groups
+        return True
+
+    def _request(self, state: CycleState, pod: PodInfo) -> _Request:
+        found = state.get(_FILTER_KEY)
+        if found is None:
+            found = _Request(tuple((n, a) for n, a in pod.requests.items() if a > 0 and self._checked(n)))
+            state.write(_FILTER_KEY, found)
+        return found
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        state.write(_FILTER_KEY, _Request(tuple((n, a) for n, a in pod.requests.items() if a > 0 and self._checked(n))))
+        return None, None
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        reasons: list[str] = []
+        unresolvable = False
+        if len(node.pods) + 1 > node.allowed_pod_number:
+            reasons.append(TOO_MANY_PODS)
+        for name, amount in self._request(state, pod).amounts:
+            allocatable = node.allocatable.get(name, 0)
+            if amount > allocatable - node.requested.get(name, 0):
+                reasons.append(insufficient(name))
+                unresolvable = unresolvable or amount > allocatable
+        if not reasons:
+            return None
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return Status(code, tuple(reasons))
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        ok = table.pod_count[rows] + 1 <= table.allowed_pods[rows]
+        for name, amount in self._request(state, pod).amounts:
+            col = table.column.get(name)
+            if col is None:
+                return np.zeros(len(rows), dtype=bool)
+            ok &= table.allocatable[rows, col] - table.requested[rows, col] >= amount
+        return ok
+
+    # -- score -----------------------------------------------------------------------------------------
+    def _pod_scoring_requests(self, pod: PodInfo) -> list[int]:
+        out = []
+        for spec in self.args.resources:
+            if spec.name == res.CPU:
+                out.append(pod.non_zero_cpu)
+            elif spec.name == res.MEMORY:
+                out.append(pod.non_zero_memory)
+            else:
+                out.append(pod.requests.get(spec.name, 0))
+        return out
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeSet) -> Status | None:
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        pod_requests = self._pod_scoring_requests(pod)
+        requested, alloc = [], []
+        for spec, pod_amount in zip(self.args.resources, pod_requests, strict=True):
+            if pod_amount == 0 and res.is_scalar(spec.name):
+                requested.append(0)
+                alloc.append(0)
+                continue
+            if spec.name == res.CPU:
+                node_amount = node.non_zero_cpu
+            elif spec.name == res.MEMORY:
+                node_amount = node.non_zero_memory
+            else:
+                node_amount = node.requested.get(spec.name, 0)
+            alloc.append(node.allocatable.get(spec.name, 0))
+            requested.append(node_amount + pod_amount)
+        req_arr = np.array([requested], dtype=np.int64)
+        alloc_arr = np.array([alloc], dtype=np.int64)
+        per_resource = scoring.resource_scores(self.args.strategy, self.args.shape, req_arr, alloc_arr)
+        return int(scoring.combine(self.args.strategy, per_resource, alloc_arr, self.weights)[0])
+
+    def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        pod_requests = self._pod_scoring_requests(pod)
+        n, k = len(rows), len(self.args.resources)
+        requested = np.zeros((n, k), dtype=np.int64)
+        alloc = np.zeros((n, k), dtype=np.int64)
+        for i, (spec, pod_amount) in enumerate(zip(self.args.resources, pod_requests, strict=True)):
+            if pod_amount == 0 and res.is_scalar(spec.name):
+                continue
+            col = table.column.get(spec.name)
+            if col is None:
+                continue
+            alloc[:, i] = table.allocatable[rows, col]
+            if spec.name == res.CPU:
+                requested[:, i] = table.non_zero[rows, 0] + pod_amount
+            elif spec.name == res.MEMORY:
+                requested[:, i] = table.non_zero[rows, 1] + pod_amount
+            else:
+                requested[:, i] = table.requested[rows, col] + pod_amount
+        per_resource = scoring.resource_scores(self.args.strategy, self.args.shape, requested, alloc)
+        return scoring.combine(self.args.strategy, per_resource, alloc, self.weights)
+
+    # -- requeueing ------------------------------------------------------------------------------------
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN)),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_ALLOCATABLE), self._node_changed
+            ),
+        ]
+
+    def _node_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+        if not isinstance(new, NodeInfo):
+            return QueueingHint.QUEUE
+        empty = NodeInfo()
+        empty.allocatable, empty.allowed_pod_number = new.allocatable, new.allowed_pod_number
+        state = CycleState()
+        return QueueingHint.QUEUE if self.filter(state, pod, empty) is None else QueueingHint.SKIP
+
+
+def new(args: Args, handle: Any) -> NodeResourcesFit:
+    return NodeResourcesFit(args)

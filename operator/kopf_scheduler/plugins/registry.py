@@ -1,0 +1,20 @@
+"""The in-tree plugins: plugin name -> module implementing it (imported only when a profile uses it)."""
+
+from __future__ import annotations
+
+from kopf_scheduler.framework.runtime.registry import Registry
+from kopf_scheduler.plugins import names
+
+IN_TREE: dict[str, str] = {
+    names.PRIORITY_SORT: "kopf_scheduler.plugins.priority_sort",
+    names.SCHEDULING_GATES: "kopf_scheduler.plugins.scheduling_gates",
+    names.NODE_NAME: "kopf_scheduler.plugins.node_name",
+    names.NODE_UNSCHEDULABLE: "kopf_scheduler.plugins.node_unschedulable",
+    names.NODE_RESOURCES_FIT: "kopf_scheduler.plugins.node_resources_fit",
+    names.DEFAULT_BINDER: "kopf_scheduler.plugins.default_binder",
+}
+
+
+def new_registry(autoload: bool | None = None) -> Registry:
+    """The in-tree plugins plus, unless turned off, entry points in group ``kopf_scheduler.plugins``."""
+    return Registry(IN_TREE, autoload=autoload)

@@ -1,0 +1,283 @@
+"""One scheduling cycle and its binding cycle (upstream's ``schedule_one.go``).
+
+Scheduling cycle (synchronous, over the snapshot): pre-filter -> filter (stopping after the number of
+feasible nodes to find, from a rotating start index) -> post-filter on failure -> pre-score -> score ->
+normalise -> weights -> select host (ties at random) -> assume -> reserve -> permit.
+Binding cycle (async, concurrent): wait on permit -> pre-bind -> bind -> post-bind.
+Every failure after assume unreserves and forgets the pod, then requeues it (with backoff for errors).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_event_message
+from kopf_scheduler.framework.interface import NodeSet
+from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from kopf_scheduler.framework.runtime.framework import Framework, ScoreBreakdown
+from kopf_scheduler.framework.status import Code, Status, error, unresolvable
+
+if TYPE_CHECKING:
+    from kopf_scheduler.scheduler import Scheduler
+
+#: below this many nodes every node is examined (``minFeasibleNodesToFind``).
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+class SchedulingError(Exception):
+    """An unexpected failure of the cycle (a plugin error), not a verdict on the pod."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status
+
+
+def num_feasible_nodes_to_find(profile_percentage: int | None, global_percentage: int, num_all_nodes: int) -> int:
+    """How many feasible nodes to find before scoring: all below 100 nodes, else the (adaptive)
+    percentage, at least 100."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    percentage = profile_percentage if profile_percentage is not None else global_percentage
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    host: str
+    evaluated_nodes: int
+    feasible_nodes: int
+    #: for --explain: feasible rows, their totals and the per-plugin breakdown
+    rows: np.ndarray | None = None
+    totals: np.ndarray | None = None
+    breakdown: ScoreBreakdown | None = None
+    diagnosis: Diagnosis | None = None
+
+
+def find_nodes_that_fit(
+    sched: Scheduler, fwk: Framework, state: CycleState, pod: PodInfo
+) -> tuple[np.ndarray, Diagnosis]:
+    snapshot = sched.snapshot
+    diagnosis = Diagnosis()
+    pre_result, status, with_nodes = fwk.run_pre_filter(state, pod, snapshot.node_infos)
+    if status is not None and not status.is_success:
+        if not status.is_rejection:
+            raise SchedulingError(status)
+        diagnosis.absent_status = status
+        diagnosis.pre_filter_message = status.message()
+        (diagnosis.pending_plugins if status.code == Code.PENDING else diagnosis.unschedulable_plugins).add(
+            status.plugin
+        )
+        return np.zeros(0, dtype=np.int64), diagnosis
+
+    nominated = sched.queue.nominated_node_names()
+    if pod.nominated_node_name:
+        node = snapshot.get(pod.nominated_node_name)
+        if node is not None and fwk.run_filter_with_nominated_pods(state, pod, node) is None:
+            return np.array([snapshot.index_of(node.name)], dtype=np.int64), diagnosis
+
+    total = len(snapshot)
+    if pre_result is not None and pre_result.node_names is not None:
+        rows = sorted(i for i in (snapshot.index_of(n) for n in pre_result.node_names) if i is not None)
+        candidates = np.asarray(rows, dtype=np.int64)
+        diagnosis.absent_status = unresolvable(f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]")
+    else:
+        candidates = np.arange(total, dtype=np.int64)
+    n = len(candidates)
+    if n == 0:
+        return candidates, diagnosis
+    to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, sched.percentage_of_nodes_to_score, n)
+    if not fwk.score:
+        to_find = 1
+    start = sched.next_start_node_index % n
+    order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
+    outcome = fwk.find_feasible(state, pod, snapshot, order, to_find, nominated)
+    processed = len(outcome.feasible) + len(outcome.statuses)
+    sched.next_start_node_index = (sched.next_start_node_index + processed) % total
+    diagnosis.node_statuses = outcome.statuses
+    return outcome.feasible, diagnosis
+
+
+def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodInfo) -> ScheduleResult:
+    """Picks a node, or raises ``FitError`` (no node fits) or ``SchedulingError`` (a plugin failed)."""
+    snapshot = sched.snapshot
+    if len(snapshot) == 0:
+        raise FitError(pod, 0, Diagnosis(absent_status=unresolvable(NO_NODES_AVAILABLE), pre_filter_message=""))
+    feasible, diagnosis = find_nodes_that_fit(sched, fwk, state, pod)
+    if len(feasible) == 0:
+        raise FitError(pod, len(snapshot), diagnosis)
+    evaluated = len(feasible) + (len(diagnosis.node_statuses) if diagnosis.node_statuses is not None else 0)
+    infos = snapshot.node_infos
+    if len(feasible) == 1 and not sched.explaining:
+        return ScheduleResult(infos[int(feasible[0])].name, evaluated, 1, diagnosis=diagnosis)
+    nodes = NodeSet(snapshot, feasible)
+    if not fwk.score:
+        totals = np.ones(len(feasible), dtype=np.int64)
+        breakdown = None
+    else:
+        status = fwk.run_pre_score(state, pod, nodes)
+        if status is not None:
+            raise SchedulingError(status)
+        totals, breakdown, status = fwk.run_score(state, pod, nodes, explain=sched.explaining)
+        if status is not None:
+            raise SchedulingError(status)
+    best = np.flatnonzero(totals == totals.max())
+    choice = int(best[sched.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+    return ScheduleResult(
+        infos[int(feasible[choice])].name, evaluated, len(feasible), feasible, totals, breakdown, diagnosis
+    )
+
+
+def _rejectors(diagnosis: Diagnosis) -> None:
+    if diagnosis.node_statuses is None:
+        return
+    for _, status in diagnosis.node_statuses.items():
+        target = diagnosis.pending_plugins if status.code == Code.PENDING else diagnosis.unschedulable_plugins
+        if status.plugin:
+            target.add(status.plugin)
+
+
+def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, started: float) -> Any:
+    """Runs the synchronous part; returns the binding-cycle coroutine, or None when the pod failed."""
+    pod = qp.pod
+    state = CycleState()
+    sched.cache.update_snapshot(sched.snapshot)
+    fwk.current_snapshot = sched.snapshot
+    try:
+        result = schedule_pod(sched, fwk, state, pod)
+    except FitError as fit_error:
+        _rejectors(fit_error.diagnosis)
+        nominated: str | None = None
+        if fwk.post_filter:
+            post_result, status = fwk.run_post_filter(state, pod, fit_error.diagnosis.node_statuses or _NoStatuses())
+            if status.code == Code.ERROR:
+                sched.explain_failure(pod, fit_error)
+                handle_failure(sched, fwk, qp, status, None, started)
+                return None
+            fit_error.diagnosis.post_filter_message = status.message() if not status.is_success else ""
+            if post_result is not None:
+                nominated = post_result.nominated_node_name
+        sched.explain_failure(pod, fit_error)
+        handle_fit_error(sched, fwk, qp, fit_error, nominated, started)
+        return None
+    except SchedulingError as e:
+        handle_failure(sched, fwk, qp, e.status, None, started)
+        return None
+    sched.explain_success(pod, result)
+
+    assumed = pod.bound_to(result.host)
+    try:
+        sched.cache.assume_pod(assumed)
+    except Exception as e:  # a cache inconsistency: report, do not crash the loop
+        handle_failure(sched, fwk, qp, error(f"assuming pod: {e}"), None, started)
+        return None
+    sched.queue.delete_nominated_pod_if_exists(pod)
+
+    status = fwk.run_reserve(state, assumed, result.host)
+    if status is not None:
+        fwk.run_unreserve(state, assumed, result.host)
+        sched.cache.forget_pod(assumed)
+        handle_failure(sched, fwk, qp, status, None, started)
+        return None
+    status = fwk.run_permit(state, assumed, result.host)
+    if status is not None and status.code != Code.WAIT:
+        fwk.run_unreserve(state, assumed, result.host)
+        sched.cache.forget_pod(assumed)
+        handle_failure(sched, fwk, qp, status, None, started)
+        return None
+    return binding_cycle(sched, fwk, state, qp, assumed, result.host, started)
+
+
+async def binding_cycle(
+    sched: Scheduler,
+    fwk: Framework,
+    state: CycleState,
+    qp: QueuedPodInfo,
+    assumed: PodInfo,
+    host: str,
+    started: float,
+) -> None:
+    try:
+        status = await fwk.wait_on_permit(assumed)
+        if status is None:
+            status = await fwk.run_pre_bind(state, assumed, host)
+        if status is None:
+            status = await fwk.run_bind(state, assumed, host)
+        if status is not None:
+            fwk.run_unreserve(state, assumed, host)
+            sched.cache.forget_pod(assumed)
+            sched.queue.assigned_pod_deleted(assumed)  # the resources it held are free again
+            cause = status.cause
+            if getattr(cause, "is_gone_or_conflict", False):
+                sched.binding_conflicts += 1  # deleted or bound elsewhere: nothing to retry
+                return
+            handle_failure(sched, fwk, qp, status, None, started)
+            return
+        sched.cache.finish_binding(assumed)
+        sched.client.record_scheduled(assumed, host)
+        sched.on_bound(qp, host, started)
+        await fwk.run_post_bind(state, assumed, host)
+    finally:
+        sched.queue.done(assumed.uid)
+
+
+class _NoStatuses:
+    def get(self, name: str) -> Status | None:
+        return None
+
+    def items(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def handle_fit_error(
+    sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, fit_error: FitError, nominated: str | None, started: float
+) -> None:
+    qp.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
+    qp.pending_plugins = set(fit_error.diagnosis.pending_plugins)
+    qp.last_failure_was_error = False
+    _requeue_and_report(sched, qp, REASON_UNSCHEDULABLE, str(fit_error), nominated, started, "unschedulable")
+
+
+def handle_failure(
+    sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, status: Status, nominated: str | None, started: float
+) -> None:
+    if status.is_rejection:
+        qp.unschedulable_plugins = {status.plugin} if status.plugin and status.code != Code.PENDING else set()
+        qp.pending_plugins = {status.plugin} if status.plugin and status.code == Code.PENDING else set()
+        qp.last_failure_was_error = False
+        reason, result = REASON_UNSCHEDULABLE, "unschedulable"
+    else:
+        qp.unschedulable_plugins, qp.pending_plugins = set(), set()
+        qp.last_failure_was_error = True
+        reason, result = REASON_SCHEDULER_ERROR, "error"
+    _requeue_and_report(sched, qp, reason, status.message(), nominated, started, result)
+
+
+def _requeue_and_report(
+    sched: Scheduler, qp: QueuedPodInfo, reason: str, message: str, nominated: str | None, started: float, result: str
+) -> None:
+    pod = qp.pod
+    if sched.still_pending(pod):
+        sched.queue.add_unschedulable_if_not_present(qp)
+        if nominated:
+            sched.queue.add_nominated_pod(pod, nominated)
+        sched.client.record_failure(pod, reason, truncate_event_message(message), nominated)
+    sched.queue.done(pod.uid)
+    sched.on_failed(qp, reason, message, result, started)
+
+
+def now() -> float:
+    return time.perf_counter()

@@ -1,0 +1,254 @@
+"""The scheduler: owns the queue, the cache, the snapshot and one framework per profile, takes cluster
+events in, and runs the scheduling loop.
+
+Event intake follows kube-scheduler's informer handlers: an assigned pod goes to the cache (confirming an
+assumed one); an unassigned pod whose ``schedulerName`` a profile serves goes to the queue; deletes remove
+it from wherever it is. A pod that cannot be read gets a ``FailedScheduling`` report saying why, and the
+loop carries on. Profiles can be replaced between cycles: a cycle in flight finishes with the framework it
+started with, and pods the old profile left unschedulable are requeued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kopf_scheduler.api.profile import PluginSet, ProfileSpec
+from kopf_scheduler.backend.cache import Cache, Snapshot
+from kopf_scheduler.backend.queue import SchedulingQueue
+from kopf_scheduler.framework.client import ClusterClient
+from kopf_scheduler.framework.clock import Clock, RealClock
+from kopf_scheduler.framework.diagnosis import FitError
+from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE
+from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
+from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodInfo
+from kopf_scheduler.framework.runtime.build import build_framework
+from kopf_scheduler.framework.runtime.framework import Framework
+from kopf_scheduler.framework.runtime.registry import Registry
+from kopf_scheduler.plugins.defaults import default_plugins
+from kopf_scheduler.plugins.registry import new_registry
+from kopf_scheduler.schedule_one import REASON_SCHEDULER_ERROR, ScheduleResult, now, scheduling_cycle
+
+log = logging.getLogger("kopf_scheduler")
+
+#: served by the built-in default profile when no SchedulingProfile claims them.
+DEFAULT_SCHEDULER_NAMES = ("default-scheduler", "kopf-scheduler")
+
+Explainer = Callable[[PodInfo, dict[str, Any]], None]
+
+
+def _is_assigned(raw: Mapping[str, Any]) -> bool:
+    return bool((raw.get("spec") or {}).get("nodeName"))
+
+
+def _is_terminal(raw: Mapping[str, Any]) -> bool:
+    return (raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+class Scheduler:
+    def __init__(
+        self,
+        client: ClusterClient,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        registry: Registry | None = None,
+        defaults: dict[str, PluginSet] | None = None,
+        percentage_of_nodes_to_score: int = 0,
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        explain: Explainer | None = None,
+    ) -> None:
+        self.client = client
+        self.clock = clock or RealClock()
+        self.rng = rng or random.Random()
+        self.registry = registry or new_registry()
+        self.defaults = defaults if defaults is not None else default_plugins()
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.profiles: dict[str, Framework] = {}
+        self.cache = Cache(self.clock)
+        self.snapshot = Snapshot()
+        self.queue = SchedulingQueue(
+            self.profiles.get, self.clock, initial_backoff=initial_backoff, max_backoff=max_backoff
+        )
+        self.next_start_node_index = 0
+        self.binding_conflicts = 0
+        self._explain = explain
+        self._bindings: set[asyncio.Task[None]] = set()
+        #: callbacks for metrics: on_bound(qp, node, started), on_failed(qp, reason, message, result, started)
+        self.bound_hooks: list[Callable[[QueuedPodInfo, str, float], None]] = []
+        self.failed_hooks: list[Callable[[QueuedPodInfo, str, str, str, float], None]] = []
+
+    @property
+    def explaining(self) -> bool:
+        return self._explain is not None
+
+    # -- profiles --------------------------------------------------------------------------------------
+    def build_profile(self, spec: ProfileSpec) -> Framework:
+        """Builds (validates) a profile without serving it; raises ``ProfileError``."""
+        return build_framework(
+            spec, self.registry, self.defaults, self.client, clock=self.clock, nominator=self.queue
+        )
+
+    def set_profile(self, spec: ProfileSpec) -> Framework:
+        """Serves ``spec.scheduler_name`` with this profile from the next cycle on."""
+        framework = self.build_profile(spec)
+        self.install(framework)
+        return framework
+
+    def install(self, framework: Framework) -> None:
+        previous = self.profiles.get(framework.profile_name)
+        self.profiles[framework.profile_name] = framework
+        self.queue.set_queue_sort(framework.queue_sort)
+        if previous is not None:
+            self.queue.move_all_to_active_or_backoff(EVENT_FORCE_ACTIVATE, None, None)
+
+    def remove_profile(self, scheduler_name: str) -> None:
+        self.profiles.pop(scheduler_name, None)
+
+    def use_default_profiles(self, names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES) -> None:
+        for name in names:
+            self.set_profile(ProfileSpec(scheduler_name=name))
+
+    def responsible_for(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.profiles
+
+    # -- nodes -----------------------------------------------------------------------------------------
+    def add_node(self, node: Mapping[str, Any]) -> None:
+        self.update_node(node)
+
+    def update_node(self, node: Mapping[str, Any]) -> None:
+        try:
+            old, new = self.cache.update_node(node)
+        except NodeParseError as e:
+            name = (node.get("metadata") or {}).get("name")
+            log.warning("ignoring node %s: %s", name, e)
+            return
+        if old is None:
+            self.queue.node_added(new)
+        else:
+            self.queue.node_updated(old, new)
+
+    def delete_node(self, name: str) -> None:
+        old = self.cache.remove_node(name)
+        if old is not None:
+            self.queue.node_deleted(old)
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        return self.cache.node_info(name)
+
+    # -- pods ------------------------------------------------------------------------------------------
+    def _parse(self, raw: Mapping[str, Any]) -> PodInfo | None:
+        try:
+            return PodInfo(raw)
+        except PodParseError as e:
+            ref = PodInfo.reference(raw)
+            scheduler = (raw.get("spec") or {}).get("schedulerName") if isinstance(raw, Mapping) else None
+            if not _is_assigned(raw) and (scheduler or "default-scheduler") in self.profiles and ref.name:
+                self.client.record_failure(ref, REASON_SCHEDULER_ERROR, f"pod cannot be scheduled: {e}", None)
+            log.warning("cannot read pod %s: %s", ref.key, e)
+            return None
+
+    def add_pod(self, raw: Mapping[str, Any]) -> None:
+        self.update_pod(None, raw)
+
+    def update_pod(self, old_raw: Mapping[str, Any] | None, raw: Mapping[str, Any]) -> None:
+        pod = self._parse(raw)
+        if pod is None:
+            return
+        if _is_assigned(raw):
+            if _is_terminal(raw):
+                self.delete_pod(raw)
+                return
+            self.queue.delete(pod)  # it may have been pending with us until now
+            known = self.cache.get_pod(pod.uid)
+            if known is None or self.cache.is_assumed(pod.uid):
+                self.cache.add_pod(pod)
+                self.queue.assigned_pod_added(pod)
+            else:
+                self.cache.update_pod(known, pod)
+                self.queue.assigned_pod_updated(known, pod)
+            return
+        if not self.responsible_for(pod) or pod.deletion_timestamp:
+            if pod.uid in self.queue:
+                self.queue.delete(pod)
+            return
+        if self.cache.is_assumed(pod.uid):
+            return  # being bound by us; the assigned version will arrive
+        old = self._parse(old_raw) if old_raw is not None else None
+        if pod.uid in self.queue:
+            self.queue.update(old, pod)
+        else:
+            self.queue.add(pod)
+
+    def delete_pod(self, raw: Mapping[str, Any]) -> None:
+        pod = PodInfo.reference(raw)
+        removed = self.cache.remove_pod(pod)
+        if removed is not None:
+            self.queue.assigned_pod_deleted(removed)
+        self.queue.delete(pod)
+        for framework in self.profiles.values():
+            waiting = framework.waiting_pods.get(pod.uid)
+            if waiting is not None:
+                waiting.reject("", "pod was deleted")
+
+    def still_pending(self, pod: PodInfo) -> bool:
+        """Whether a pod whose attempt failed should be requeued (not deleted meanwhile)."""
+        return self.queue.is_known(pod.uid)
+
+    # -- the loop --------------------------------------------------------------------------------------
+    def schedule_one(self, qp: QueuedPodInfo) -> None:
+        framework = self.profiles.get(qp.pod.scheduler_name)
+        if framework is None or qp.pod.deletion_timestamp:
+            self.queue.done(qp.pod.uid)
+            return
+        binding = scheduling_cycle(self, framework, qp, now())
+        if binding is not None:
+            task = asyncio.ensure_future(binding)
+            self._bindings.add(task)
+            task.add_done_callback(self._bindings.discard)
+
+    async def run(self) -> None:
+        """Pops and schedules pods until the queue is closed."""
+        while True:
+            qp = await self.queue.pop()
+            if qp is None:
+                return
+            self.schedule_one(qp)
+            await asyncio.sleep(0)  # let event intake and binding cycles make progress
+
+    async def wait_for_bindings(self) -> None:
+        while self._bindings:
+            await asyncio.gather(*list(self._bindings), return_exceptions=True)
+
+    def in_flight_bindings(self) -> int:
+        return len(self._bindings)
+
+    def close(self) -> None:
+        self.queue.close()
+
+    # -- reporting hooks -------------------------------------------------------------------------------
+    def on_bound(self, qp: QueuedPodInfo, node: str, started: float) -> None:
+        for hook in self.bound_hooks:
+            hook(qp, node, started)
+
+    def on_failed(self, qp: QueuedPodInfo, reason: str, message: str, result: str, started: float) -> None:
+        for hook in self.failed_hooks:
+            hook(qp, reason, message, result, started)
+
+    def explain_success(self, pod: PodInfo, result: ScheduleResult) -> None:
+        if self._explain is None:
+            return
+        from kopf_scheduler.explain import explain_success
+
+        self._explain(pod, explain_success(self, pod, result))
+
+    def explain_failure(self, pod: PodInfo, fit_error: FitError) -> None:
+        if self._explain is None:
+            return
+        from kopf_scheduler.explain import explain_failure
+
+        self._explain(pod, explain_failure(self, pod, fit_error))

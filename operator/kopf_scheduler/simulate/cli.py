@@ -1,0 +1,52 @@
+"""``kopf-scheduler simulate``: schedule the pods of plain Kubernetes YAML onto its nodes, offline."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from kopf_scheduler.errors import UsageError
+
+
+def add_parser(sub: Any, name: str) -> None:
+    parser = sub.add_parser(
+        name,
+        help="schedule pods from YAML onto nodes from YAML, offline, with the real scheduling loop",
+        description=__doc__,
+    )
+    parser.add_argument(
+        "--cluster",
+        action="append",
+        required=True,
+        type=Path,
+        metavar="PATH",
+        help="YAML file or folder with Node and Pod objects (repeatable); pods with spec.nodeName are existing load",
+    )
+    parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="SchedulingProfile YAML (repeatable); default: the built-in profile for default-scheduler and kopf-scheduler",
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed for breaking score ties")
+    parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
+    parser.add_argument("--explain", action="store_true", help="show each node's filter verdict and scores per pod")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kopf_scheduler.simulate.loader import load_cluster, load_profiles
+    from kopf_scheduler.simulate.output import render
+    from kopf_scheduler.simulate.run import simulate
+
+    cluster = load_cluster(args.cluster)
+    profiles = load_profiles(args.profile)
+    if not cluster.nodes and not cluster.pending_pods:
+        raise UsageError(f"no Node or Pod objects found in {', '.join(map(str, args.cluster))}")
+    result = asyncio.run(simulate(cluster, profiles, seed=args.seed, explain=args.explain))
+    print(render(result, args.output, args.explain))
+    return 0
