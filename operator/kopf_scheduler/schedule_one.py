@@ -270,12 +270,11 @@ def _requeue_and_report(
     sched: Scheduler, qp: QueuedPodInfo, reason: str, message: str, nominated: str | None, started: float, result: str
 ) -> None:
     pod = qp.pod
-    if sched.still_pending(pod):
-        sched.queue.add_unschedulable_if_not_present(qp)
-        if nominated:
-            sched.queue.add_nominated_pod(pod, nominated)
+    if nominated:
+        sched.queue.add_nominated_pod(pod, nominated)
+    # Requeues the pod and ends its attempt; None when it was deleted meanwhile (nothing to report).
+    if sched.queue.add_unschedulable_if_not_present(qp) is not None:
         sched.client.record_failure(pod, reason, truncate_event_message(message), nominated)
-    sched.queue.done(pod.uid)
     sched.on_failed(qp, reason, message, result, started)
 
 

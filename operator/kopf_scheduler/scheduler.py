@@ -29,6 +29,7 @@ from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry
 from kopf_scheduler.plugins.defaults import default_plugins
+from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.registry import new_registry
 from kopf_scheduler.schedule_one import REASON_SCHEDULER_ERROR, ScheduleResult, now, scheduling_cycle
 
@@ -72,7 +73,7 @@ class Scheduler:
         self.cache = Cache(self.clock)
         self.snapshot = Snapshot()
         self.queue = SchedulingQueue(
-            self.profiles.get, self.clock, initial_backoff=initial_backoff, max_backoff=max_backoff
+            PrioritySort(), self.profiles.get, self.clock, initial_backoff=initial_backoff, max_backoff=max_backoff
         )
         self.next_start_node_index = 0
         self.binding_conflicts = 0
@@ -163,7 +164,7 @@ class Scheduler:
             if _is_terminal(raw):
                 self.delete_pod(raw)
                 return
-            self.queue.delete(pod)  # it may have been pending with us until now
+            self.queue.delete(pod, bound=True)  # it may have been pending with us until now
             known = self.cache.get_pod(pod.uid)
             if known is None or self.cache.is_assumed(pod.uid):
                 self.cache.add_pod(pod)
@@ -173,16 +174,12 @@ class Scheduler:
                 self.queue.assigned_pod_updated(known, pod)
             return
         if not self.responsible_for(pod) or pod.deletion_timestamp:
-            if pod.uid in self.queue:
-                self.queue.delete(pod)
+            self.queue.delete(pod)
             return
         if self.cache.is_assumed(pod.uid):
             return  # being bound by us; the assigned version will arrive
         old = self._parse(old_raw) if old_raw is not None else None
-        if pod.uid in self.queue:
-            self.queue.update(old, pod)
-        else:
-            self.queue.add(pod)
+        self.queue.update(old, pod)
 
     def delete_pod(self, raw: Mapping[str, Any]) -> None:
         pod = PodInfo.reference(raw)
@@ -194,10 +191,6 @@ class Scheduler:
             waiting = framework.waiting_pods.get(pod.uid)
             if waiting is not None:
                 waiting.reject("", "pod was deleted")
-
-    def still_pending(self, pod: PodInfo) -> bool:
-        """Whether a pod whose attempt failed should be requeued (not deleted meanwhile)."""
-        return self.queue.is_known(pod.uid)
 
     # -- the loop --------------------------------------------------------------------------------------
     def schedule_one(self, qp: QueuedPodInfo) -> None:

@@ -30,7 +30,7 @@ class QuantityError(ValueError):
     """Not a Kubernetes quantity; the message quotes the value."""
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096, typed=True)  # typed: True == 1 == 1.0 must not share an entry
 def parse_quantity(value: str | int | float) -> Fraction:
     """The exact value of a quantity. Raises ``QuantityError`` for anything else (``lots``, ``1.5.3``)."""
     if isinstance(value, bool):

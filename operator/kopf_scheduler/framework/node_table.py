@@ -32,6 +32,8 @@ class NodeTable:
         self.allowed_pods = np.zeros(0, dtype=np.int64)
         self.unschedulable = np.zeros(0, dtype=bool)
         self.has_taints = np.zeros(0, dtype=bool)
+        #: ``NodeInfo.generation`` of each row: lets plugins refresh per-node caches for changed rows only.
+        self.generation = np.zeros(0, dtype=np.int64)
         self.labels_version = 0
         self._memo: dict[Any, Any] = {}
 
@@ -45,6 +47,7 @@ class NodeTable:
         self.allowed_pods = np.zeros(size, dtype=np.int64)
         self.unschedulable = np.zeros(size, dtype=bool)
         self.has_taints = np.zeros(size, dtype=bool)
+        self.generation = np.zeros(size, dtype=np.int64)
         self.bump_labels_version()
 
     def ensure_resource(self, name: str) -> int:
@@ -80,6 +83,7 @@ class NodeTable:
         self.allowed_pods[i] = node.allowed_pod_number
         self.unschedulable[i] = node.unschedulable
         self.has_taints[i] = bool(node.taints)
+        self.generation[i] = node.generation
         if labels_changed:
             self.bump_labels_version()
 

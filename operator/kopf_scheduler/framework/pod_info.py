@@ -114,6 +114,10 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     ports: list[HostPort] = []
     for kind in ("initContainers", "containers"):
         for i, container in enumerate(spec.get(kind) or ()):
+            # Only sidecars (restartable init containers) hold their ports while the pod runs
+            # (``GetHostPorts`` in kube-scheduler's util).
+            if kind == "initContainers" and container.get("restartPolicy") != "Always":
+                continue
             for j, port in enumerate(container.get("ports") or ()):
                 host_port = port.get("hostPort")
                 if not host_port:

@@ -13,6 +13,9 @@ import yaml
 
 from kopf_scheduler.simulate.run import SimulationResult
 
+#: the PodScheduled condition message the API server sets on a pod with scheduling gates
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+
 
 def as_document(result: SimulationResult, explain: bool) -> dict[str, Any]:
     pods = []
@@ -24,6 +27,8 @@ def as_document(result: SimulationResult, explain: bool) -> dict[str, Any]:
         node = outcome.node if outcome is not None else None
         if uid in result.unserved:
             message: str | None = f"no profile serves schedulerName {result.unserved[uid]!r}"
+        elif uid in result.gated:
+            message = GATED_MESSAGE
         else:
             message = None if node else (outcome.message if outcome is not None else None)
         entry: dict[str, Any] = {"namespace": meta["namespace"], "name": meta["name"], "node": node, "message": message}

@@ -9,8 +9,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.api.errors import ProfileError
+from kopf_scheduler.api.profile import ProfileSpec
+from kopf_scheduler.backend.queue import GATED
 from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -28,6 +29,7 @@ class SimulationResult:
     outcomes: dict[str, PodOutcome]
     explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
     unserved: dict[str, str] = field(default_factory=dict)  # uid -> schedulerName nobody serves
+    gated: set[str] = field(default_factory=set)  # uids held back by a pre-enqueue plugin
     nodes: int = 0
     seconds: float = 0.0
 
@@ -98,12 +100,14 @@ async def simulate(
         sched.queue.flush_due()
     await sched.wait_for_bindings()
     elapsed = time.perf_counter() - started
+    gated = {p["metadata"]["uid"] for p in cluster.pending_pods if sched.queue.location(p["metadata"]["uid"]) == GATED}
     sched.close()
     return SimulationResult(
         pods=cluster.pending_pods,
         outcomes=sim.outcomes,
         explanations=explanations,
         unserved=unserved,
+        gated=gated,
         nodes=len(cluster.nodes),
         seconds=elapsed,
     )

@@ -186,12 +186,14 @@ class Cache:
         return sum(1 for s in self._pods.values() if s.assumed)
 
     def cleanup_assumed_pods(self) -> list[PodInfo]:
-        """Forgets assumed pods whose binding finished longer than the TTL ago; returns them."""
+        """Forgets assumed pods whose binding finished longer than the TTL ago; returns them.
+
+        A pod expires strictly after its deadline (upstream's ``now.After(deadline)``)."""
         now = self.clock.now()
         expired = [
             s.pod
             for s in self._pods.values()
-            if s.assumed and s.binding_finished and s.deadline is not None and s.deadline <= now
+            if s.assumed and s.binding_finished and s.deadline is not None and now > s.deadline
         ]
         for pod in expired:
             self.forget_pod(pod)

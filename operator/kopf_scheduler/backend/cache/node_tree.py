@@ -7,10 +7,14 @@ from collections.abc import Mapping
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
+#: deprecated, still on old nodes; component-helpers' ``GetZoneKey`` reads them first.
+BETA_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
+BETA_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 
 
 def zone_key(labels: Mapping[str, str]) -> str:
-    region, zone = labels.get(REGION_LABEL, ""), labels.get(ZONE_LABEL, "")
+    zone = labels[BETA_ZONE_LABEL] if BETA_ZONE_LABEL in labels else labels.get(ZONE_LABEL, "")
+    region = labels[BETA_REGION_LABEL] if BETA_REGION_LABEL in labels else labels.get(REGION_LABEL, "")
     if not region and not zone:
         return ""
     return f"{region}:\x00:{zone}"

@@ -55,6 +55,9 @@ class Nominator:
         pods = self._pods_on.get(node_name)
         return list(pods.values()) if pods else []
 
+    def node_names(self) -> frozenset[str]:
+        return frozenset(self._pods_on) if self._pods_on else frozenset()
+
     def node_of(self, uid: str) -> str:
         return self._node_of.get(uid, "")
 

@@ -118,6 +118,8 @@ class SchedulingQueue:
         self._in_flight = InFlight()
         #: in-flight pods deleted from the cluster (or bound): their failure report is dropped
         self._gone_in_flight: set[str] = set()
+        #: pods gated since they arrived: their SLI clock (``initial_timestamp``) starts once released
+        self._never_active: set[str] = set()
         self.nominator = Nominator()
         self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
@@ -174,6 +176,8 @@ class SchedulingQueue:
         qp = self._new_queued(pod)
         if self._move_to_active(qp, nominate=True):
             self._wake()
+        else:
+            self._never_active.add(pod.uid)
 
     def update(self, old: PodInfo | None, new: PodInfo) -> None:
         """A pending pod changed (``old``: the previous version, when known).
@@ -223,6 +227,8 @@ class SchedulingQueue:
         qp = self._new_queued(new)
         if self._move_to_active(qp, nominate=True):
             self._wake()
+        else:
+            self._never_active.add(uid)
         self._nominated_node_changed(old, new)
 
     def delete(self, pod: PodInfo, *, bound: bool = False) -> None:
@@ -234,6 +240,7 @@ class SchedulingQueue:
         """
         uid = pod.uid
         self.nominator.delete(uid)
+        self._never_active.discard(uid)
         if self._active.remove(uid) is None and self._backoff.remove(uid) is None:
             self._pool.remove(uid)
         if uid in self._in_flight:
@@ -295,7 +302,8 @@ class SchedulingQueue:
             try:
                 await waiter
             finally:
-                if not waiter.done():  # cancelled while waiting
+                # Cancelled while waiting: forget the future (a wake-up already dropped the list).
+                if waiter in self._waiters:
                     self._waiters.remove(waiter)
 
     def done(self, uid: str) -> None:
@@ -507,6 +515,10 @@ class SchedulingQueue:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return self.nominator.pods_on(node_name)
 
+    def nominated_node_names(self) -> frozenset[str]:
+        """Nodes that have nominated pods (filters must account for them there)."""
+        return self.nominator.node_names()
+
     # -- introspection ---------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
         gated = self._pool.gated_count
@@ -583,6 +595,10 @@ class SchedulingQueue:
             return False
         self._pool.remove(uid)
         self._backoff.remove(uid)
+        if self._never_active and uid in self._never_active:
+            # Time spent gated is not scheduling latency (kube-scheduler starts the SLI clock here).
+            self._never_active.discard(uid)
+            qp.initial_timestamp = self.clock.now()
         self._active.push(uid, self._active_key(qp), qp.sequence, qp)
         if nominate:
             self.nominator.add(qp.pod)

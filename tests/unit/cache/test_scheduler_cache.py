@@ -1,0 +1,289 @@
+"""The scheduler cache: assumed pods and their end (confirmed, forgotten, expired), node removal with pods
+left, and incremental snapshots."""
+
+from typing import Any
+
+import pytest
+
+from kopf_scheduler.backend.cache import Cache, CacheError, Snapshot
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.testing import VirtualClock, make_node, make_pod
+
+
+def _node(name: str, **labels: str) -> dict[str, Any]:
+    builder = make_node().name(name).capacity(cpu="4", memory="8Gi", pods=10)
+    for key, value in labels.items():
+        builder.label(key, value)
+    return builder.obj()
+
+
+def _pod(name: str = "p", node: str = "", cpu: str = "500m", uid: str = "") -> PodInfo:
+    builder = make_pod().name(name).uid(uid or f"uid-{name}").req(cpu=cpu)
+    if node:
+        builder.node(node)
+    return PodInfo(builder.obj())
+
+
+def _cache(*nodes: str, ttl: float = 0.0) -> Cache:
+    cache = Cache(VirtualClock(), assumed_ttl=ttl)
+    for name in nodes:
+        cache.add_node(_node(name))
+    return cache
+
+
+def _cpu(cache: Cache, node: str) -> int:
+    info = cache.node_info(node)
+    assert info is not None
+    return info.requested.get("cpu", 0)
+
+
+# -- assume and its endings -----------------------------------------------------------------------------
+def test_assume_counts_on_the_node() -> None:
+    cache = _cache("n1", "n2")
+    cache.assume_pod(_pod(node="n1"))
+    assert _cpu(cache, "n1") == 500
+    assert len(cache.node_info("n1").pods) == 1  # type: ignore[union-attr]
+    assert _cpu(cache, "n2") == 0
+    assert cache.is_assumed("uid-p")
+    assert (cache.pod_count(), cache.assumed_count()) == (1, 1)
+    assert cache.dump() == {"n1": ["default/p*"], "n2": []}
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "message"),
+    [
+        ("assume", "assume", "pod default/p (uid-p) is already in the cache"),
+        ("add", "assume", "pod default/p (uid-p) is already in the cache"),
+    ],
+    ids=["assume-twice", "assume-a-bound-pod"],
+)
+def test_assume_twice_is_an_error(first: str, second: str, message: str) -> None:
+    cache = _cache("n1")
+    getattr(cache, f"{first}_pod")(_pod(node="n1"))
+    with pytest.raises(CacheError) as info:
+        getattr(cache, f"{second}_pod")(_pod(node="n1"))
+    assert str(info.value) == message
+    assert _cpu(cache, "n1") == 500
+
+
+def test_assume_without_a_node_is_an_error() -> None:
+    with pytest.raises(CacheError) as info:
+        _cache("n1").assume_pod(_pod())
+    assert str(info.value) == "pod default/p has no node to be assumed on"
+
+
+def test_forget_undoes_assume() -> None:
+    cache = _cache("n1")
+    pod = _pod(node="n1")
+    cache.assume_pod(pod)
+    cache.forget_pod(pod)
+    assert _cpu(cache, "n1") == 0
+    assert cache.pod_count() == 0
+    assert cache.dump() == {"n1": []}
+    cache.forget_pod(pod)  # forgetting an unknown pod is a no-op
+
+
+@pytest.mark.parametrize(
+    ("setup", "forget", "message"),
+    [
+        ("assume", _pod(node="n2"), "pod default/p was assumed on n1, not n2"),
+        ("add", _pod(node="n1"), "pod default/p is bound, not assumed; it cannot be forgotten"),
+    ],
+    ids=["other-node", "bound-pod"],
+)
+def test_forget_errors(setup: str, forget: PodInfo, message: str) -> None:
+    cache = _cache("n1", "n2")
+    getattr(cache, f"{setup}_pod")(_pod(node="n1"))
+    with pytest.raises(CacheError) as info:
+        cache.forget_pod(forget)
+    assert str(info.value) == message
+    assert _cpu(cache, "n1") == 500
+
+
+def test_assumed_pod_expires_after_ttl_once_binding_finished() -> None:
+    cache = _cache("n1", ttl=30)
+    clock: VirtualClock = cache.clock  # type: ignore[assignment]
+    pod = _pod(node="n1")
+    cache.assume_pod(pod)
+    clock.advance(100)
+    assert cache.cleanup_assumed_pods() == []  # binding still in progress: never expires
+    cache.finish_binding(pod)
+    clock.advance(30)
+    assert cache.cleanup_assumed_pods() == []  # upstream expires only strictly after the deadline
+    clock.advance(0.001)
+    assert [p.key for p in cache.cleanup_assumed_pods()] == ["default/p"]
+    assert _cpu(cache, "n1") == 0
+    assert cache.pod_count() == 0
+
+
+def test_assumed_pod_never_expires_with_ttl_zero() -> None:
+    cache = _cache("n1", ttl=0)
+    pod = _pod(node="n1")
+    cache.assume_pod(pod)
+    cache.finish_binding(pod)
+    cache.clock.advance(10**6)  # type: ignore[attr-defined]
+    assert cache.cleanup_assumed_pods() == []
+    assert cache.is_assumed(pod.uid)
+    assert _cpu(cache, "n1") == 500
+
+
+def test_confirmed_pod_does_not_expire() -> None:
+    cache = _cache("n1", ttl=30)
+    pod = _pod(node="n1")
+    cache.assume_pod(pod)
+    cache.finish_binding(pod)
+    cache.add_pod(_pod(node="n1"))
+    cache.clock.advance(60)  # type: ignore[attr-defined]
+    assert cache.cleanup_assumed_pods() == []
+    assert _cpu(cache, "n1") == 500
+
+
+@pytest.mark.parametrize(
+    ("bound_to", "expected"),
+    [("n1", {"n1": 500, "n2": 0}), ("n2", {"n1": 0, "n2": 500})],
+    ids=["same-node", "different-node"],
+)
+def test_add_pod_confirms_an_assumed_pod(bound_to: str, expected: dict[str, int]) -> None:
+    cache = _cache("n1", "n2")
+    cache.assume_pod(_pod(node="n1"))
+    cache.add_pod(_pod(node=bound_to))
+    assert not cache.is_assumed("uid-p")
+    assert {n: _cpu(cache, n) for n in ("n1", "n2")} == expected
+    assert cache.pod_count() == 1
+    assert cache.get_pod("uid-p").node_name == bound_to  # type: ignore[union-attr]
+
+
+def test_remove_pod() -> None:
+    cache = _cache("n1")
+    cache.add_pod(_pod("a", node="n1"))
+    cache.add_pod(_pod("b", node="n1", cpu="1"))
+    removed = cache.remove_pod(_pod("a", node="n1"))
+    assert removed is not None and removed.key == "default/a"
+    assert _cpu(cache, "n1") == 1000
+    assert cache.remove_pod(_pod("a", node="n1")) is None
+
+
+def test_update_pod_replaces_its_requests() -> None:
+    cache = _cache("n1")
+    old = _pod(node="n1")
+    cache.add_pod(old)
+    cache.update_pod(old, _pod(node="n1", cpu="2"))
+    assert _cpu(cache, "n1") == 2000
+    assert len(cache.node_info("n1").pods) == 1  # type: ignore[union-attr]
+
+
+def test_pod_seen_before_its_node_is_counted_when_the_node_arrives() -> None:
+    cache = _cache()
+    cache.add_pod(_pod(node="n1"))
+    assert cache.node_info("n1") is None
+    cache.add_node(_node("n1"))
+    assert _cpu(cache, "n1") == 500
+
+
+def test_removed_node_with_pods_keeps_accounting_but_leaves_the_snapshot() -> None:
+    cache = _cache("n1", "n2")
+    cache.add_pod(_pod(node="n1"))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    assert cache.remove_node("n1") is not None
+    assert cache.node_info("n1") is None
+    assert cache.node_count() == 1
+    assert cache.dump() == {"n1": ["default/p"], "n2": []}
+    cache.update_snapshot(snapshot)
+    assert [n.name for n in snapshot.node_infos] == ["n2"]
+    assert snapshot.get("n1") is None
+    cache.add_node(_node("n1"))  # back again: its pods still count
+    assert _cpu(cache, "n1") == 500
+    cache.remove_node("n1")
+    cache.remove_pod(_pod(node="n1"))
+    assert cache.dump() == {"n2": []}
+    assert cache.remove_node("n1") is None
+
+
+# -- snapshots ------------------------------------------------------------------------------------------
+def test_update_snapshot_refreshes_only_changed_nodes() -> None:
+    cache = _cache("n1", "n2", "n3")
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    before = {n: snapshot.get(n) for n in ("n1", "n2", "n3")}
+    version = snapshot.table.labels_version
+
+    cache.assume_pod(_pod(node="n2"))
+    cache.update_snapshot(snapshot)
+    assert snapshot.get("n1") is before["n1"]
+    assert snapshot.get("n3") is before["n3"]
+    n2 = snapshot.get("n2")
+    assert n2 is not before["n2"]
+    assert n2 is not cache.node_info("n2")  # a clone: the cache's own NodeInfo never leaks
+    assert n2.requested == {"cpu": 500}  # type: ignore[union-attr]
+    row = snapshot.index_of("n2")
+    assert snapshot.table.requested[row, snapshot.table.column["cpu"]] == 500
+    assert snapshot.table.pod_count[row] == 1
+    assert snapshot.table.non_zero[row].tolist() == [500, 200 * 1024 * 1024]
+    assert snapshot.table.labels_version == version  # pods are not labels
+
+    cache.update_snapshot(snapshot)
+    assert snapshot.get("n2") is n2  # nothing changed since
+
+
+@pytest.mark.parametrize(
+    ("change", "bumps"),
+    [
+        (lambda: make_node().name("n1").capacity(cpu="8", memory="8Gi", pods=10).obj(), False),
+        (lambda: make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).label("disk", "ssd").obj(), True),
+        (lambda: make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).taint("dedicated", "x").obj(), True),
+        (lambda: make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).unschedulable().obj(), False),
+    ],
+    ids=["allocatable", "label", "taint", "cordon"],
+)
+def test_labels_version_bumps_only_when_labels_or_taints_change(change: Any, bumps: bool) -> None:
+    cache = _cache("n1", "n2")
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    version = snapshot.table.labels_version
+    n2 = snapshot.get("n2")
+    cache.update_node(change())
+    cache.update_snapshot(snapshot)
+    assert (snapshot.table.labels_version != version) is bumps
+    assert snapshot.get("n2") is n2
+    row = snapshot.index_of("n1")
+    node = snapshot.get("n1")
+    assert node is not None
+    assert snapshot.table.allocatable[row, snapshot.table.column["cpu"]] == node.allocatable["cpu"]
+    assert snapshot.table.unschedulable[row] == node.unschedulable
+    assert snapshot.table.has_taints[row] == bool(node.taints)
+
+
+def test_update_node_returns_the_previous_state() -> None:
+    cache = _cache("n1")
+    old, new = cache.update_node(make_node().name("n1").capacity(cpu="8", pods=10).obj())
+    assert old is not None and old.allocatable["cpu"] == 4000
+    assert new.allocatable["cpu"] == 8000
+    assert cache.update_node(_node("n9"))[0] is None
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def test_snapshot_lists_nodes_interleaved_by_zone() -> None:
+    cache = Cache(VirtualClock())
+    for name, zone in [("a1", "a"), ("a2", "a"), ("b1", "b"), ("a3", "a"), ("c1", "c"), ("c2", "c")]:
+        cache.add_node(_node(name, **{ZONE: zone}))
+    cache.add_node(_node("none"))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    assert [n.name for n in snapshot.node_infos] == ["a1", "b1", "c1", "none", "a2", "c2", "a3"]
+    assert [snapshot.index_of(n) for n in ("a1", "a3", "none")] == [0, 6, 3]
+
+
+def test_node_moving_zone_moves_in_the_snapshot_order() -> None:
+    cache = Cache(VirtualClock())
+    for name, zone in [("a1", "a"), ("a2", "a"), ("b1", "b")]:
+        cache.add_node(_node(name, **{ZONE: zone}))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    cache.update_node(_node("a1", **{ZONE: "b"}))
+    cache.update_snapshot(snapshot)
+    assert [n.name for n in snapshot.node_infos] == ["a2", "b1", "a1"]
+    assert snapshot.index_of("a1") == 2
+    assert snapshot.table.allocatable.shape[0] == 3

@@ -1,0 +1,564 @@
+"""The framework runtime: filtering until enough nodes fit, lazily resolved statuses, scoring with
+weights and range checks, reserve/unreserve, and permit waits on a virtual clock."""
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from kopf_scheduler.backend.cache import Snapshot
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.interface import (
+    FilterPlugin,
+    NodeSet,
+    PermitPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+    VectorFilter,
+    VectorScore,
+)
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.runtime.framework import Framework
+from kopf_scheduler.framework.status import SKIP, WAIT, Code, Status, error, unresolvable, unschedulable
+from kopf_scheduler.plugins.node_resources_fit import Args as FitArgs
+from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit
+from kopf_scheduler.plugins.priority_sort import PrioritySort
+from kopf_scheduler.testing import VirtualClock, make_node, make_pod
+
+NAMES = [f"n{i}" for i in range(6)]
+
+
+def _snapshot(names: Iterable[str] = NAMES, cpu: str = "4") -> Snapshot:
+    snapshot = Snapshot()
+    snapshot.rebuild([NodeInfo(make_node().name(n).capacity(cpu=cpu, memory="8Gi", pods=10).obj()) for n in names])
+    return snapshot
+
+
+def _pod(name: str = "p", priority: int = 0, **requests: str) -> PodInfo:
+    builder = make_pod().name(name).priority(priority)
+    if requests:
+        builder.req(**requests)
+    return PodInfo(builder.obj())
+
+
+def _framework(
+    filter: Iterable[Any] = (),
+    score: Iterable[Any] = (),
+    weights: dict[str, int] | None = None,
+    reserve: Iterable[Any] = (),
+    permit: Iterable[Any] = (),
+    pre_filter: Iterable[Any] = (),
+    pre_score: Iterable[Any] = (),
+    clock: VirtualClock | None = None,
+    snapshot: Snapshot | None = None,
+) -> Framework:
+    score = list(score)
+    everything = [*pre_filter, *filter, *pre_score, *score, *reserve, *permit]
+    return Framework(
+        profile_name="p",
+        percentage_of_nodes_to_score=None,
+        plugins={p.name: p for p in everything},
+        pre_enqueue=[],
+        queue_sort=PrioritySort(),
+        pre_filter=list(pre_filter),
+        filter=list(filter),
+        post_filter=[],
+        pre_score=list(pre_score),
+        score=score,
+        score_weights=weights if weights is not None else {p.name: 1 for p in score},
+        reserve=list(reserve),
+        permit=list(permit),
+        pre_bind=[],
+        bind=[],
+        post_bind=[],
+        client=None,  # type: ignore[arg-type]
+        clock=clock or VirtualClock(),
+        current_snapshot=snapshot,
+    )
+
+
+# -- fake plugins ---------------------------------------------------------------------------------------
+class Reject(FilterPlugin):
+    """Rejects the named nodes; records every per-node call."""
+
+    def __init__(self, name: str, nodes: Iterable[str], status: Status | None = None) -> None:
+        self.name = name
+        self.nodes = set(nodes)
+        self.status = status or unschedulable(f"rejected by {name}")
+        self.calls: list[str] = []
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        self.calls.append(node.name)
+        return self.status if node.name in self.nodes else None
+
+
+class VectorReject(Reject, VectorFilter):
+    def __init__(self, name: str, nodes: Iterable[str], snapshot: Snapshot, status: Status | None = None) -> None:
+        super().__init__(name, nodes, status)
+        self.snapshot = snapshot
+        self.vector_calls = 0
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        self.vector_calls += 1
+        return np.array([self.snapshot.node_infos[r].name not in self.nodes for r in rows.tolist()], dtype=bool)
+
+
+class Boom(FilterPlugin, VectorFilter):
+    name = "Boom"
+
+    def __init__(self, on: str = "", vector: bool = False) -> None:
+        self.on = on
+        self.vector = vector
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if node.name == self.on:
+            raise RuntimeError("boom")
+        return None
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        raise RuntimeError("vector boom")
+
+
+def _reject(kind: str, name: str, nodes: Iterable[str], snapshot: Snapshot, status: Status | None = None) -> Reject:
+    return VectorReject(name, nodes, snapshot, status) if kind == "vector" else Reject(name, nodes, status)
+
+
+def _find(framework: Framework, snapshot: Snapshot, order: list[int], num_to_find: int, pod: PodInfo | None = None,
+          nominated: frozenset[str] = frozenset()) -> Any:  # fmt: skip
+    return framework.find_feasible(
+        CycleState(), pod or _pod(), snapshot, np.asarray(order, dtype=np.int64), num_to_find, nominated
+    )
+
+
+# -- filtering ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["scalar", "vector"])
+@pytest.mark.parametrize(
+    ("order", "num_to_find", "feasible", "examined", "rejected"),
+    [
+        ([0, 1, 2, 3, 4, 5], 3, ["n0", "n2", "n3"], 4, ["n1"]),
+        ([0, 1, 2, 3, 4, 5], 10, ["n0", "n2", "n3", "n5"], 6, ["n1", "n4"]),
+        ([3, 4, 5, 0, 1, 2], 2, ["n3", "n5"], 3, ["n4"]),
+        ([0, 1, 2, 3, 4, 5], 1, ["n0"], 1, []),
+        ([1, 4, 2], 5, ["n2"], 3, ["n1", "n4"]),
+    ],
+    ids=["stops-after-enough", "all-examined", "rotated-start", "first-fits", "subset"],
+)
+def test_find_feasible_stops_after_num_to_find(
+    kind: str, order: list[int], num_to_find: int, feasible: list[str], examined: int, rejected: list[str]
+) -> None:
+    snapshot = _snapshot()
+    framework = _framework(filter=[_reject(kind, "F", ["n1", "n4"], snapshot)])
+    outcome = _find(framework, snapshot, order, num_to_find)
+    assert [snapshot.node_infos[r].name for r in outcome.feasible.tolist()] == feasible
+    assert outcome.examined == examined
+    assert dict(outcome.statuses.items()) == {n: unschedulable("rejected by F", plugin="F") for n in rejected}
+    assert len(outcome.statuses) == len(rejected)
+
+
+@pytest.mark.parametrize("kind", ["scalar", "vector"])
+def test_find_feasible_when_nothing_fits(kind: str) -> None:
+    snapshot = _snapshot()
+    framework = _framework(filter=[_reject(kind, "F", NAMES, snapshot, unresolvable("nope"))])
+    outcome = _find(framework, snapshot, list(range(6)), 3)
+    assert outcome.feasible.tolist() == []
+    assert outcome.examined == 6
+    assert dict(outcome.statuses.items()) == {n: unresolvable("nope", plugin="F") for n in NAMES}
+
+
+def test_statuses_of_vector_rejected_nodes_are_resolved_lazily() -> None:
+    snapshot = _snapshot()
+    plugin = VectorReject("V", ["n1", "n2"], snapshot)
+    outcome = _find(_framework(filter=[plugin]), snapshot, list(range(6)), 6)
+    assert plugin.vector_calls == 1
+    assert plugin.calls == []  # a pod that fits pays nothing for the statuses of rejected nodes
+    assert len(outcome.statuses) == 2
+    assert outcome.statuses.get("n2") == unschedulable("rejected by V", plugin="V")
+    assert sorted(plugin.calls) == ["n1", "n2"]
+    outcome.statuses.get("n1")
+    assert len(plugin.calls) == 2  # resolved once
+
+
+@pytest.mark.parametrize(
+    ("chain", "expected"),
+    [
+        # the per-node chain's first failing plugin decides, even when a later vector filter pruned the node
+        (
+            [("scalar", "A", ["n1"]), ("vector", "B", ["n1", "n2"])],
+            {"n1": unschedulable("rejected by A", plugin="A"), "n2": unschedulable("rejected by B", plugin="B")},
+        ),
+        (
+            [("vector", "B", ["n1"]), ("scalar", "A", ["n1", "n2"])],
+            {"n1": unschedulable("rejected by B", plugin="B"), "n2": unschedulable("rejected by A", plugin="A")},
+        ),
+        (
+            [("vector", "A", ["n3"]), ("vector", "B", ["n1", "n3"])],
+            {"n1": unschedulable("rejected by B", plugin="B"), "n3": unschedulable("rejected by A", plugin="A")},
+        ),
+    ],
+    ids=["scalar-before-vector", "vector-before-scalar", "two-vectors"],
+)
+def test_lazy_status_equals_the_per_node_chain(chain: list[tuple[str, str, list[str]]], expected: dict[str, Status]) -> None:
+    snapshot = _snapshot()
+    framework = _framework(filter=[_reject(kind, name, nodes, snapshot) for kind, name, nodes in chain])
+    outcome = _find(framework, snapshot, list(range(6)), 6)
+    assert dict(outcome.statuses.items()) == expected
+    for name, status in expected.items():
+        assert framework.run_filter_chain(CycleState(), _pod(), snapshot.get(name)) == status  # type: ignore[arg-type]
+
+
+def test_skipped_filter_plugins_do_not_run() -> None:
+    snapshot = _snapshot()
+    framework = _framework(filter=[Reject("F", NAMES)])
+    state = CycleState()
+    state.skip_filter_plugins.add("F")
+    outcome = framework.find_feasible(state, _pod(), snapshot, np.arange(6), 6)
+    assert len(outcome.feasible) == 6
+
+
+def test_a_raising_filter_becomes_an_error_status_naming_the_plugin() -> None:
+    snapshot = _snapshot()
+    framework = _framework(filter=[Reject("F", []), FilterPluginOnly(Boom(on="n2"))])
+    outcome = _find(framework, snapshot, list(range(6)), 6)
+    expected = error("running Filter plugin 'Boom': boom", plugin="Boom")
+    assert dict(outcome.statuses.items()) == {"n2": expected}
+    assert framework.run_filter_chain(CycleState(), _pod(), snapshot.get("n2")) == expected  # type: ignore[arg-type]
+    assert outcome.feasible.tolist() == [0, 1, 3, 4, 5]
+
+
+def test_a_raising_vector_filter_fails_every_candidate() -> None:
+    snapshot = _snapshot()
+    outcome = _find(_framework(filter=[Boom(vector=True)]), snapshot, [0, 1, 2], 3)
+    assert outcome.feasible.tolist() == []
+    assert outcome.examined == 3
+    expected = error("running Filter plugin 'Boom': vector boom", plugin="Boom")
+    assert dict(outcome.statuses.items()) == {"n0": expected, "n1": expected, "n2": expected}
+
+
+class FilterPluginOnly(FilterPlugin):
+    """Hides a plugin's vector form, so the runtime must use its per-node filter."""
+
+    def __init__(self, inner: FilterPlugin) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return self.inner.filter(state, pod, node)
+
+
+class Nominator:
+    def __init__(self, pods: dict[str, list[PodInfo]]) -> None:
+        self.pods = pods
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return self.pods.get(node_name, [])
+
+
+@pytest.mark.parametrize(
+    ("priority", "fits"),
+    [(0, False), (10, False), (20, True)],
+    ids=["lower-priority-counts-nominee", "equal-priority-counts-nominee", "higher-priority-ignores-nominee"],
+)
+def test_filter_with_nominated_pods(priority: int, fits: bool) -> None:
+    snapshot = _snapshot(["n0"], cpu="1")
+    framework = _framework(filter=[NodeResourcesFit(FitArgs())])
+    framework.nominator = Nominator({"n0": [_pod("nominee", priority=10, cpu="600m")]})
+    outcome = _find(framework, snapshot, [0], 1, pod=_pod(priority=priority, cpu="500m"), nominated=frozenset({"n0"}))
+    assert (len(outcome.feasible) == 1) is fits
+    if not fits:
+        assert outcome.statuses.get("n0") == unschedulable("Insufficient cpu", plugin="NodeResourcesFit")
+    assert snapshot.get("n0").requested == {}  # type: ignore[union-attr]  # the simulation left the node alone
+
+
+# -- pre-filter -----------------------------------------------------------------------------------------
+class Restrict(PreFilterPlugin):
+    def __init__(self, name: str, nodes: Iterable[str] | None, status: Status | None = None) -> None:
+        self.name = name
+        self.nodes = None if nodes is None else frozenset(nodes)
+        self.status = status
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Any) -> tuple[PreFilterResult | None, Status | None]:
+        return PreFilterResult(self.nodes), self.status
+
+
+@pytest.mark.parametrize(
+    ("plugins", "nodes", "status", "with_nodes"),
+    [
+        ([Restrict("A", None)], None, None, []),
+        ([Restrict("A", ["n1", "n2"]), Restrict("B", ["n2", "n3"])], {"n2"}, None, ["A", "B"]),
+        (
+            [Restrict("A", ["n1"])] + [Restrict("B", ["n2"])],
+            set(),
+            unresolvable("node(s) didn't satisfy plugin(s) [A B] simultaneously", plugin="A"),
+            ["A", "B"],
+        ),
+        ([Restrict("A", [])], set(), unresolvable("node(s) didn't satisfy plugin A", plugin="A"), ["A"]),
+        ([Restrict("A", None, unschedulable("no")), Restrict("B", [])], None, unschedulable("no", plugin="A"), ["A"]),
+        ([Restrict("A", ["n1"], SKIP), Restrict("B", ["n2"])], {"n2"}, None, ["B"]),
+    ],
+    ids=["all-nodes", "intersection", "empty-intersection", "one-plugin-empty", "rejection", "skip"],
+)
+def test_run_pre_filter(plugins: list[Restrict], nodes: set[str] | None, status: Status | None, with_nodes: list[str]) -> None:
+    state = CycleState()
+    result, got, got_with_nodes = _framework(pre_filter=plugins).run_pre_filter(state, _pod(), [])
+    assert (None if result is None or result.node_names is None else set(result.node_names)) == nodes
+    assert got == status
+    assert got_with_nodes == with_nodes
+    if any(p.status is SKIP for p in plugins):
+        assert state.skip_filter_plugins == {"A"}
+
+
+# -- scoring --------------------------------------------------------------------------------------------
+class Fixed(ScorePlugin):
+    def __init__(self, name: str, scores: dict[str, int], normalize: Any = None) -> None:
+        self.name = name
+        self.scores = scores
+        self.normalize = normalize
+        self.has_normalize = normalize is not None
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        if node.name not in self.scores:
+            raise KeyError(node.name)
+        return self.scores[node.name]
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> Status | None:
+        return self.normalize(scores)
+
+
+class VectorFixed(Fixed, VectorScore):
+    def __init__(self, name: str, scores: dict[str, int], snapshot: Snapshot) -> None:
+        super().__init__(name, scores)
+        self.snapshot = snapshot
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        raise AssertionError("the runtime prefers the vector form")
+
+    def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return np.array([self.scores[self.snapshot.node_infos[r].name] for r in rows.tolist()], dtype=np.int64)
+
+
+def _to_max_100(scores: np.ndarray) -> None:
+    scores[:] = scores * 100 // scores.max()
+
+
+def _add_100(scores: np.ndarray) -> None:
+    scores += 100
+
+
+def _score(framework: Framework, snapshot: Snapshot, names: list[str], explain: bool = False) -> Any:
+    rows = np.array([snapshot.index_of(n) for n in names], dtype=np.int64)
+    return framework.run_score(CycleState(), _pod(), NodeSet(snapshot, rows), explain=explain)
+
+
+def test_weights_multiply_and_sum() -> None:
+    snapshot = _snapshot(["n0", "n1", "n2"])
+    framework = _framework(
+        score=[Fixed("A", {"n0": 10, "n1": 50, "n2": 100}), VectorFixed("B", {"n0": 100, "n1": 0, "n2": 7}, snapshot)],
+        weights={"A": 2, "B": 3},
+        snapshot=snapshot,
+    )
+    total, breakdown, status = _score(framework, snapshot, ["n2", "n0", "n1"], explain=True)
+    assert status is None
+    assert total.tolist() == [221, 320, 100]
+    assert breakdown.weighted["A"].tolist() == [200, 20, 100]
+    assert breakdown.weighted["B"].tolist() == [21, 300, 0]
+
+
+def test_normalize_runs_before_the_range_check() -> None:
+    snapshot = _snapshot(["n0", "n1"])
+    framework = _framework(score=[Fixed("N", {"n0": 300, "n1": 1200}, normalize=_to_max_100)], snapshot=snapshot)
+    total, breakdown, status = _score(framework, snapshot, ["n0", "n1"], explain=True)
+    assert status is None
+    assert total.tolist() == [25, 100]
+    assert breakdown.raw["N"].tolist() == [300, 1200]
+    assert breakdown.normalized["N"].tolist() == [25, 100]
+
+
+@pytest.mark.parametrize(
+    ("plugin", "message"),
+    [
+        (Fixed("Big", {"n0": 150, "n1": 3}), "plugin 'Big' returns an invalid score 150, it should in the range of [0, 100] after normalizing"),
+        (Fixed("Neg", {"n0": -1, "n1": 3}), "plugin 'Neg' returns an invalid score -1, it should in the range of [0, 100] after normalizing"),
+        (
+            Fixed("Norm", {"n0": 1, "n1": 2}, normalize=_add_100),
+            "plugin 'Norm' returns an invalid score 102, it should in the range of [0, 100] after normalizing",
+        ),
+        (Fixed("Raise", {"n0": 1}), "running Score plugin 'Raise': 'n1'"),
+    ],
+    ids=["over-100", "negative", "after-normalize", "raises"],
+)
+def test_score_errors(plugin: Fixed, message: str) -> None:
+    snapshot = _snapshot(["n0", "n1"])
+    framework = _framework(score=[plugin], snapshot=snapshot)
+    _, _, status = _score(framework, snapshot, ["n0", "n1"])
+    assert status == error(message, plugin=plugin.name)
+
+
+def test_normalize_rejection_names_the_plugin() -> None:
+    snapshot = _snapshot(["n0"])
+    framework = _framework(score=[Fixed("N", {"n0": 1}, normalize=lambda s: unschedulable("bad"))], snapshot=snapshot)
+    assert _score(framework, snapshot, ["n0"])[2] == unschedulable("bad", plugin="N")
+
+
+class PreScoreSkip(PreScorePlugin):
+    def __init__(self, name: str, status: Status | None) -> None:
+        self.name = name
+        self.status = status
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeSet) -> Status | None:
+        return self.status
+
+
+def test_pre_score_skip_skips_the_score_plugin() -> None:
+    snapshot = _snapshot(["n0"])
+    framework = _framework(
+        pre_score=[PreScoreSkip("A", SKIP), PreScoreSkip("B", None)],
+        score=[Fixed("A", {}), Fixed("B", {"n0": 40})],
+        snapshot=snapshot,
+    )
+    state = CycleState()
+    nodes = NodeSet(snapshot, np.array([0]))
+    assert framework.run_pre_score(state, _pod(), nodes) is None
+    assert state.skip_score_plugins == {"A"}
+    total, _, status = framework.run_score(state, _pod(), nodes)
+    assert (total.tolist(), status) == ([40], None)
+
+
+def test_pre_score_failure_is_an_error() -> None:
+    framework = _framework(pre_score=[PreScoreSkip("A", unschedulable("no"))])
+    status = framework.run_pre_score(CycleState(), _pod(), NodeSet(_snapshot(["n0"]), np.array([0])))
+    assert status == error("running PreScore plugin 'A': no", plugin="A")
+
+
+# -- reserve --------------------------------------------------------------------------------------------
+class Reserver(ReservePlugin):
+    def __init__(self, name: str, log: list[str], status: Status | None = None, raise_on_unreserve: bool = False) -> None:
+        self.name = name
+        self.log = log
+        self.status = status
+        self.raise_on_unreserve = raise_on_unreserve
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        self.log.append(f"reserve {self.name}")
+        return self.status
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.log.append(f"unreserve {self.name}")
+        if self.raise_on_unreserve:
+            raise RuntimeError("unreserve must not fail, but one plugin did")
+
+
+@pytest.mark.parametrize(
+    ("failure", "expected"),
+    [
+        (unschedulable("no room"), unschedulable("no room", plugin="R2")),
+        (unresolvable("never"), unresolvable("never", plugin="R2")),
+        (error("kaput"), error("running Reserve plugin 'R2': kaput", plugin="R2")),
+    ],
+    ids=["unschedulable", "unresolvable", "error"],
+)
+def test_reserve_failure_then_unreserve_in_reverse_order(failure: Status, expected: Status) -> None:
+    log: list[str] = []
+    plugins = [Reserver("R1", log), Reserver("R2", log, failure), Reserver("R3", log, raise_on_unreserve=True)]
+    framework = _framework(reserve=plugins)
+    assert framework.run_reserve(CycleState(), _pod(), "n0") == expected
+    framework.run_unreserve(CycleState(), _pod(), "n0")
+    assert log == ["reserve R1", "reserve R2", "unreserve R3", "unreserve R2", "unreserve R1"]
+
+
+def test_reserve_success() -> None:
+    log: list[str] = []
+    framework = _framework(reserve=[Reserver("R1", log), Reserver("R2", log)])
+    assert framework.run_reserve(CycleState(), _pod(), "n0") is None
+    assert log == ["reserve R1", "reserve R2"]
+
+
+# -- permit ---------------------------------------------------------------------------------------------
+class Permit(PermitPlugin):
+    def __init__(self, name: str, status: Status | None = None, timeout: float = 0.0) -> None:
+        self.name = name
+        self.status = status
+        self.timeout = timeout
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
+        return self.status, self.timeout
+
+
+async def _start_waiting(framework: Framework, pod: PodInfo) -> "asyncio.Task[Status | None]":
+    task = asyncio.ensure_future(framework.wait_on_permit(pod))
+    for _ in range(3):  # let the timers start sleeping on the virtual clock
+        await asyncio.sleep(0)
+    return task
+
+
+async def test_permit_allow_after_wait() -> None:
+    clock = VirtualClock()
+    framework = _framework(permit=[Permit("P", WAIT, 10), Permit("Q", WAIT, 30), Permit("R")], clock=clock)
+    pod = _pod()
+    assert framework.run_permit(CycleState(), pod, "n0") == Status(Code.WAIT, (), "P")
+    waiting = framework.waiting_pods.get(pod.uid)
+    assert waiting is not None and sorted(waiting.pending_plugins()) == ["P", "Q"]
+    task = await _start_waiting(framework, pod)
+    waiting.allow("P")
+    await asyncio.sleep(0)
+    assert not task.done()
+    waiting.allow("Q")
+    assert await task is None
+    assert framework.waiting_pods.get(pod.uid) is None
+    clock.advance(60)  # cancelled timers do not fire later
+    await asyncio.sleep(0)
+
+
+async def test_permit_reject_while_waiting() -> None:
+    framework = _framework(permit=[Permit("P", WAIT, 10)])
+    pod = _pod()
+    framework.run_permit(CycleState(), pod, "n0")
+    task = await _start_waiting(framework, pod)
+    framework.waiting_pods.get(pod.uid).reject("P", "not today")  # type: ignore[union-attr]
+    assert await task == unschedulable("not today", plugin="P")
+    assert framework.waiting_pods.all() == []
+
+
+@pytest.mark.parametrize(
+    ("timeout", "advance", "message"),
+    [
+        (10, 10, "rejected due to timeout after waiting 10s at plugin P"),
+        (1.5, 1.5, "rejected due to timeout after waiting 1.5s at plugin P"),
+        (3600, 900, "rejected due to timeout after waiting 15m0s at plugin P"),
+    ],
+    ids=["10s", "fractional", "capped-at-15-minutes"],
+)
+async def test_permit_timeout(timeout: float, advance: float, message: str) -> None:
+    clock = VirtualClock()
+    framework = _framework(permit=[Permit("P", WAIT, timeout)], clock=clock)
+    pod = _pod()
+    framework.run_permit(CycleState(), pod, "n0")
+    task = await _start_waiting(framework, pod)
+    clock.advance(advance - 0.001)
+    await asyncio.sleep(0)
+    assert not task.done()
+    clock.advance(0.001)
+    assert await task == unschedulable(message, plugin="P")
+
+
+@pytest.mark.parametrize(
+    ("plugins", "expected"),
+    [
+        ([Permit("P"), Permit("Q")], None),
+        ([Permit("P", WAIT, 5), Permit("Q", unschedulable("no"))], unschedulable("no", plugin="Q")),
+        ([Permit("P", error("kaput"))], error("running Permit plugin 'P': kaput", plugin="P")),
+    ],
+    ids=["all-allow", "reject-beats-wait", "error"],
+)
+async def test_run_permit_outcomes(plugins: list[Permit], expected: Status | None) -> None:
+    framework = _framework(permit=plugins)
+    pod = _pod()
+    assert framework.run_permit(CycleState(), pod, "n0") == expected
+    assert framework.waiting_pods.get(pod.uid) is None
+    assert await framework.wait_on_permit(pod) is None

@@ -1,0 +1,123 @@
+"""Classifying pod and node updates into the events plugins register for."""
+
+from __future__ import annotations
+
+import pytest
+from _queue_kit import make_node, make_pod
+
+from kopf_scheduler.backend.queue import node_update_events, pod_update_events
+from kopf_scheduler.framework.events import Action, Resource
+from kopf_scheduler.framework.pod_info import PodInfo
+
+
+def _claims(pod: PodInfo, claims: list) -> PodInfo:
+    raw = dict(pod.raw)
+    raw["status"] = {"resourceClaimStatuses": claims}
+    return PodInfo(raw)
+
+
+TOLERATION = {"key": "k", "operator": "Exists"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "actions"),
+    [
+        pytest.param(make_pod("p"), make_pod("p"), [Action.UPDATE_POD_OTHER], id="nothing-specific"),
+        pytest.param(make_pod("p"), make_pod("p", labels={"a": "b"}), [Action.UPDATE_POD_LABEL], id="labels"),
+        pytest.param(
+            make_pod("p", cpu="2"), make_pod("p", cpu="1"), [Action.UPDATE_POD_SCALE_DOWN], id="scale-down"
+        ),
+        pytest.param(
+            make_pod("p", cpu="2"), make_pod("p"), [Action.UPDATE_POD_SCALE_DOWN], id="request-removed"
+        ),
+        pytest.param(
+            make_pod("p", cpu="1"), make_pod("p", cpu="2"), [Action.UPDATE_POD_OTHER], id="scale-up"
+        ),
+        pytest.param(
+            make_pod("p", gates=["a", "b"]),
+            make_pod("p"),
+            [Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED],
+            id="gates-eliminated",
+        ),
+        pytest.param(
+            make_pod("p", gates=["a", "b"]),
+            make_pod("p", gates=["a"]),
+            [Action.UPDATE_POD_OTHER],
+            id="one-gate",
+        ),
+        pytest.param(
+            make_pod("p"),
+            make_pod("p", tolerations=[TOLERATION]),
+            [Action.UPDATE_POD_TOLERATION],
+            id="toleration",
+        ),
+        pytest.param(
+            make_pod("p"),
+            _claims(make_pod("p"), [{"name": "c", "resourceClaimName": "p-c"}]),
+            [Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM],
+            id="generated-claim",
+        ),
+        pytest.param(
+            make_pod("p", labels={"a": "1"}, cpu="2"),
+            make_pod("p", labels={"a": "2"}, cpu="1", tolerations=[TOLERATION]),
+            [Action.UPDATE_POD_LABEL, Action.UPDATE_POD_SCALE_DOWN, Action.UPDATE_POD_TOLERATION],
+            id="several",
+        ),
+    ],
+)
+@pytest.mark.parametrize(
+    "assigned", [pytest.param(False, id="unscheduled"), pytest.param(True, id="assigned")]
+)
+def test_pod_update_events(old, new, actions, assigned):
+    events = pod_update_events(old, new, assigned=assigned)
+    assert [e.action for e in events] == actions
+    assert {e.resource for e in events} == {Resource.ASSIGNED_POD if assigned else Resource.POD}
+
+
+TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "actions"),
+    [
+        pytest.param(make_node("n"), make_node("n"), [], id="nothing"),
+        pytest.param(
+            make_node("n", cpu="2"), make_node("n", cpu="4"), [Action.UPDATE_NODE_ALLOCATABLE], id="alloc"
+        ),
+        pytest.param(
+            make_node("n"), make_node("n", labels={"z": "a"}), [Action.UPDATE_NODE_LABEL], id="labels"
+        ),
+        pytest.param(
+            make_node("n", taints=[TAINT]), make_node("n"), [Action.UPDATE_NODE_TAINT], id="taint-removed"
+        ),
+        pytest.param(
+            make_node("n"), make_node("n", taints=[TAINT]), [Action.UPDATE_NODE_TAINT], id="taint-added"
+        ),
+        pytest.param(
+            make_node("n", unschedulable=True), make_node("n"), [Action.UPDATE_NODE_TAINT], id="uncordon"
+        ),
+        pytest.param(make_node("n"), make_node("n", unschedulable=True), [], id="cordon"),
+        pytest.param(
+            make_node("n", conditions={"Ready": "False"}),
+            make_node("n", conditions={"Ready": "True"}),
+            [Action.UPDATE_NODE_CONDITION],
+            id="condition",
+        ),
+        pytest.param(
+            make_node("n"),
+            make_node("n", annotations={"a": "b"}),
+            [Action.UPDATE_NODE_ANNOTATION],
+            id="annotation",
+        ),
+        pytest.param(
+            make_node("n", unschedulable=True, labels={"a": "1"}),
+            make_node("n", labels={"a": "2"}, taints=[TAINT]),
+            [Action.UPDATE_NODE_TAINT, Action.UPDATE_NODE_LABEL, Action.UPDATE_NODE_TAINT],
+            id="several-in-upstream-order",
+        ),
+    ],
+)
+def test_node_update_events(old, new, actions):
+    events = node_update_events(old, new)
+    assert [e.action for e in events] == actions
+    assert all(e.resource is Resource.NODE for e in events)
