@@ -22,7 +22,8 @@ def add_parser(sub: Any, name: str) -> None:
         required=True,
         type=Path,
         metavar="PATH",
-        help="YAML file or folder with Node and Pod objects (repeatable); pods with spec.nodeName are existing load",
+        help="YAML file or folder with Node and Pod objects (repeatable); "
+        "pods with spec.nodeName are existing load",
     )
     parser.add_argument(
         "--profile",
@@ -30,11 +31,14 @@ def add_parser(sub: Any, name: str) -> None:
         default=[],
         type=Path,
         metavar="FILE",
-        help="SchedulingProfile YAML (repeatable); default: the built-in profile for default-scheduler and kopf-scheduler",
+        help="SchedulingProfile YAML (repeatable); "
+        "default: the built-in profile for default-scheduler and kopf-scheduler",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for breaking score ties")
     parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
-    parser.add_argument("--explain", action="store_true", help="show each node's filter verdict and scores per pod")
+    parser.add_argument(
+        "--explain", action="store_true", help="show each node's filter verdict and scores per pod"
+    )
     parser.set_defaults(func=run)
 
 

@@ -47,7 +47,9 @@ class SimulatedCluster:
     def record_scheduled(self, pod: PodInfo, node_name: str) -> None:
         return None  # the binding itself is the record
 
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None) -> None:
+    def record_failure(
+        self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None
+    ) -> None:
         outcome = self.outcomes.setdefault(pod.uid, PodOutcome())
         outcome.message, outcome.reason = message, reason
         outcome.attempts += 1

@@ -53,7 +53,9 @@ def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
         if doc is None:
             continue
         if not isinstance(doc, Mapping):
-            raise UsageError(f"{path}: document {i + 1}: expected a Kubernetes object, got {type(doc).__name__}")
+            raise UsageError(
+                f"{path}: document {i + 1}: expected a Kubernetes object, got {type(doc).__name__}"
+            )
         if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
             for j, item in enumerate(doc.get("items") or ()):
                 if not isinstance(item, Mapping):
@@ -95,7 +97,11 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
                         cluster.nodes.append(obj)
                     else:
                         PodInfo(obj)
-                        target = cluster.bound_pods if (obj.get("spec") or {}).get("nodeName") else cluster.pending_pods
+                        target = (
+                            cluster.bound_pods
+                            if (obj.get("spec") or {}).get("nodeName")
+                            else cluster.pending_pods
+                        )
                         target.append(obj)
                 except (NodeParseError, PodParseError) as e:
                     raise UsageError(f"{where}: {_describe(obj)}: {e}") from None

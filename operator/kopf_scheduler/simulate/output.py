@@ -31,7 +31,12 @@ def as_document(result: SimulationResult, explain: bool) -> dict[str, Any]:
             message = GATED_MESSAGE
         else:
             message = None if node else (outcome.message if outcome is not None else None)
-        entry: dict[str, Any] = {"namespace": meta["namespace"], "name": meta["name"], "node": node, "message": message}
+        entry: dict[str, Any] = {
+            "namespace": meta["namespace"],
+            "name": meta["name"],
+            "node": node,
+            "message": message,
+        }
         if outcome is not None and outcome.nominated_node and not node:
             entry["nominatedNode"] = outcome.nominated_node
         if explain:
@@ -76,11 +81,14 @@ def _table(doc: dict[str, Any], explain: bool) -> str:
                     lines.append(f"  {name}: not examined")
                 else:
                     scores = ", ".join(
-                        f"{plugin} {s['normalized']}x{s['weighted'] // max(s['normalized'], 1) if s['normalized'] else 0}"
+                        f"{plugin} {s['normalized']} (weighted {s['weighted']})"
                         for plugin, s in node["scores"].items()
                     )
                     total = node["total"]
-                    lines.append(f"  {name}: total {total if total is not None else '-'}" + (f" ({scores})" if scores else ""))
+                    lines.append(
+                        f"  {name}: total {total if total is not None else '-'}"
+                        + (f" ({scores})" if scores else "")
+                    )
     s = doc["summary"]
     lines.append("")
     lines.append(

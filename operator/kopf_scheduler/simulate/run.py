@@ -52,7 +52,9 @@ async def simulate(
     sim.on_update = sched.update_pod
     for where, spec in profiles:
         if spec.scheduler_name in sched.profiles:
-            raise UsageError(f"{where}: spec.schedulerName: {spec.scheduler_name!r} is served by another profile")
+            raise UsageError(
+                f"{where}: spec.schedulerName: {spec.scheduler_name!r} is served by another profile"
+            )
         try:
             sched.set_profile(spec)
         except ProfileError as e:
@@ -100,7 +102,11 @@ async def simulate(
         sched.queue.flush_due()
     await sched.wait_for_bindings()
     elapsed = time.perf_counter() - started
-    gated = {p["metadata"]["uid"] for p in cluster.pending_pods if sched.queue.location(p["metadata"]["uid"]) == GATED}
+    gated = {
+        p["metadata"]["uid"]
+        for p in cluster.pending_pods
+        if sched.queue.location(p["metadata"]["uid"]) == GATED
+    }
     sched.close()
     return SimulationResult(
         pods=cluster.pending_pods,

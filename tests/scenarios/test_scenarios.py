@@ -1,0 +1,69 @@
+"""Scenario files (cluster objects + expected placements and FailedScheduling messages) run through
+`kopf-scheduler simulate`. The same files feed the differential test against the real kube-scheduler
+(tests/e2e), so every expectation here is what kube-scheduler does too.
+
+File format (``tests/scenarios/*.yaml``)::
+
+    description: what the scenario shows
+    profile: {...}            # optional SchedulingProfile spec; default: the built-in default profile
+    objects: [Node..., Pod...] # pods with spec.nodeName are existing load
+    expect:
+      <namespace>/<pod>: {node: n1}            # the only best node
+      <namespace>/<pod>: {nodes: [n1, n2]}     # tied best nodes: any of them
+      <namespace>/<pod>: {message: "0/2 nodes are available: ..."}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kopf_scheduler.__main__ import main
+
+SCENARIOS = sorted(Path(__file__).parent.glob("*.yaml"))
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def simulate(scenario: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int) -> dict:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump_all(scenario["objects"]))
+    args = ["simulate", "--cluster", str(cluster), "--output", "json", "--seed", str(seed)]
+    if scenario.get("profile"):
+        profile = tmp_path / "profile.yaml"
+        profile.write_text(
+            yaml.safe_dump(
+                {"apiVersion": "kopf-scheduler.io/v1alpha1", "kind": "SchedulingProfile", "spec": scenario["profile"]}
+            )
+        )
+        args += ["--profile", str(profile)]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    return {f"{p['namespace']}/{p['name']}": p for p in doc["pods"]}
+
+
+def test_there_are_scenarios() -> None:
+    assert len(SCENARIOS) >= 4
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = load(path)
+    for seed in (1, 2, 3):
+        pods = simulate(scenario, tmp_path, capsys, seed)
+        for key, expected in scenario["expect"].items():
+            assert key in pods, f"{path.name}: no pod {key} in the output"
+            got = pods[key]
+            if "node" in expected:
+                assert got["node"] == expected["node"], f"{key}: {got['message']}"
+            if "nodes" in expected:
+                assert got["node"] in expected["nodes"], f"{key}: {got['message']}"
+            if "message" in expected:
+                assert got["node"] is None
+                assert got["message"] == expected["message"]
