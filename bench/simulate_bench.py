@@ -24,7 +24,11 @@ ZONES = 3
 
 def nodes(count: int) -> list[dict[str, Any]]:
     return [
-        make_node().name(f"node-{i}").capacity(cpu="4", memory="32Gi", pods=110).zone(f"zone-{i % ZONES}").obj()
+        make_node()
+        .name(f"node-{i}")
+        .capacity(cpu="4", memory="32Gi", pods=110)
+        .zone(f"zone-{i % ZONES}")
+        .obj()
         for i in range(count)
     ]
 
@@ -33,18 +37,41 @@ def basic_pod(name: str) -> Any:
     return make_pod().name(name).namespace("sched-perf").req(cpu="100m", memory="500Mi")
 
 
+def anti_affinity_pod(name: str, namespace: str) -> Any:
+    """scheduler_perf's ``pod-with-pod-anti-affinity.yaml``: green pods repel green pods per hostname."""
+    term = {
+        "labelSelector": {"matchLabels": {"color": "green"}},
+        "topologyKey": "kubernetes.io/hostname",
+        "namespaces": ["sched-1", "sched-0"],
+    }
+    return (
+        make_pod()
+        .name(name)
+        .namespace(namespace)
+        .label("color", "green")
+        .req(cpu="100m", memory="500Mi")
+        .affinity({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}})
+    )
+
+
 WORKLOADS = {
-    # name: (builder of a measured pod, initial pods)
+    # name: (builder of a measured pod, initial pods[, builder of an initial pod (bound by build)])
     "SchedulingBasic": (lambda i: basic_pod(f"pod-{i}").obj(), 1000),
+    "SchedulingPodAntiAffinity": (
+        lambda i: anti_affinity_pod(f"pod-{i}", "sched-1").obj(),
+        1000,
+        lambda i: anti_affinity_pod(f"init-{i}", "sched-0"),
+    ),
 }
 
 
 def build(workload: str, node_count: int, pod_count: int, init_pods: int | None) -> ClusterInput:
-    make, default_init = WORKLOADS[workload]
+    make, default_init, *init_builder = WORKLOADS[workload]
+    make_init = init_builder[0] if init_builder else lambda i: basic_pod(f"init-{i}")
     init = default_init if init_pods is None else init_pods
     cluster = ClusterInput(nodes=nodes(node_count))
     for i in range(init):
-        cluster.bound_pods.append(basic_pod(f"init-{i}").node(f"node-{i % node_count}").obj())
+        cluster.bound_pods.append(make_init(i).node(f"node-{i % node_count}").obj())
     cluster.pending_pods = [make(i) for i in range(pod_count)]
     return cluster
 
@@ -56,7 +83,9 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--init-pods", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--profile", action="store_true", help="profile with cProfile and print the top entries")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile with cProfile and print the top entries"
+    )
     args = parser.parse_args()
     cluster = build(args.workload, args.nodes, args.pods, args.init_pods)
     started = time.perf_counter()

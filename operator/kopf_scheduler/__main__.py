@@ -18,6 +18,7 @@ from kopf_scheduler.errors import UsageError
 COMMANDS: dict[str, str] = {
     "simulate": "kopf_scheduler.simulate.cli",
     "dev-cluster": "kopf_scheduler.devcluster.cli",
+    "run": "kopf_scheduler.run_cli",
 }
 
 

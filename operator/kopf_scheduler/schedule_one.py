@@ -41,7 +41,9 @@ class SchedulingError(Exception):
         self.status = status
 
 
-def num_feasible_nodes_to_find(profile_percentage: int | None, global_percentage: int, num_all_nodes: int) -> int:
+def num_feasible_nodes_to_find(
+    profile_percentage: int | None, global_percentage: int, num_all_nodes: int
+) -> int:
     """How many feasible nodes to find before scoring: all below 100 nodes, else the (adaptive)
     percentage, at least 100."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
@@ -69,7 +71,9 @@ def find_nodes_that_fit(
 ) -> tuple[np.ndarray, Diagnosis]:
     snapshot = sched.snapshot
     diagnosis = Diagnosis()
+    started = now()
     pre_result, status, with_nodes = fwk.run_pre_filter(state, pod, snapshot.node_infos)
+    sched.observe("PreFilter", status, fwk.profile_name, started)
     if status is not None and not status.is_success:
         if not status.is_rejection:
             raise SchedulingError(status)
@@ -90,18 +94,24 @@ def find_nodes_that_fit(
     if pre_result is not None and pre_result.node_names is not None:
         rows = sorted(i for i in (snapshot.index_of(n) for n in pre_result.node_names) if i is not None)
         candidates = np.asarray(rows, dtype=np.int64)
-        diagnosis.absent_status = unresolvable(f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]")
+        diagnosis.absent_status = unresolvable(
+            f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]"
+        )
     else:
         candidates = np.arange(total, dtype=np.int64)
     n = len(candidates)
     if n == 0:
         return candidates, diagnosis
-    to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, sched.percentage_of_nodes_to_score, n)
+    to_find = num_feasible_nodes_to_find(
+        fwk.percentage_of_nodes_to_score, sched.percentage_of_nodes_to_score, n
+    )
     if not fwk.score:
         to_find = 1
     start = sched.next_start_node_index % n
     order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
+    started = now()
     outcome = fwk.find_feasible(state, pod, snapshot, order, to_find, nominated)
+    sched.observe("Filter", None, fwk.profile_name, started)
     processed = len(outcome.feasible) + len(outcome.statuses)
     sched.next_start_node_index = (sched.next_start_node_index + processed) % total
     diagnosis.node_statuses = outcome.statuses
@@ -112,7 +122,9 @@ def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodIn
     """Picks a node, or raises ``FitError`` (no node fits) or ``SchedulingError`` (a plugin failed)."""
     snapshot = sched.snapshot
     if len(snapshot) == 0:
-        raise FitError(pod, 0, Diagnosis(absent_status=unresolvable(NO_NODES_AVAILABLE), pre_filter_message=""))
+        raise FitError(
+            pod, 0, Diagnosis(absent_status=unresolvable(NO_NODES_AVAILABLE), pre_filter_message="")
+        )
     feasible, diagnosis = find_nodes_that_fit(sched, fwk, state, pod)
     if len(feasible) == 0:
         raise FitError(pod, len(snapshot), diagnosis)
@@ -125,10 +137,14 @@ def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodIn
         totals = np.ones(len(feasible), dtype=np.int64)
         breakdown = None
     else:
+        started = now()
         status = fwk.run_pre_score(state, pod, nodes)
+        sched.observe("PreScore", status, fwk.profile_name, started)
         if status is not None:
             raise SchedulingError(status)
+        started = now()
         totals, breakdown, status = fwk.run_score(state, pod, nodes, explain=sched.explaining)
+        sched.observe("Score", status, fwk.profile_name, started)
         if status is not None:
             raise SchedulingError(status)
     best = np.flatnonzero(totals == totals.max())
@@ -159,7 +175,11 @@ def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, starte
         _rejectors(fit_error.diagnosis)
         nominated: str | None = None
         if fwk.post_filter:
-            post_result, status = fwk.run_post_filter(state, pod, fit_error.diagnosis.node_statuses or _NoStatuses())
+            post_started = now()
+            post_result, status = fwk.run_post_filter(
+                state, pod, fit_error.diagnosis.node_statuses or _NoStatuses()
+            )
+            sched.observe("PostFilter", status, fwk.profile_name, post_started)
             if status.code == Code.ERROR:
                 sched.explain_failure(pod, fit_error)
                 handle_failure(sched, fwk, qp, status, None, started)
@@ -183,13 +203,17 @@ def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, starte
         return None
     sched.queue.delete_nominated_pod_if_exists(pod)
 
+    step = now()
     status = fwk.run_reserve(state, assumed, result.host)
+    sched.observe("Reserve", status, fwk.profile_name, step)
     if status is not None:
         fwk.run_unreserve(state, assumed, result.host)
         sched.cache.forget_pod(assumed)
         handle_failure(sched, fwk, qp, status, None, started)
         return None
+    step = now()
     status = fwk.run_permit(state, assumed, result.host)
+    sched.observe("Permit", status, fwk.profile_name, step)
     if status is not None and status.code != Code.WAIT:
         fwk.run_unreserve(state, assumed, result.host)
         sched.cache.forget_pod(assumed)
@@ -210,9 +234,13 @@ async def binding_cycle(
     try:
         status = await fwk.wait_on_permit(assumed)
         if status is None:
+            step = now()
             status = await fwk.run_pre_bind(state, assumed, host)
+            sched.observe("PreBind", status, fwk.profile_name, step)
         if status is None:
+            step = now()
             status = await fwk.run_bind(state, assumed, host)
+            sched.observe("Bind", status, fwk.profile_name, step)
         if status is not None:
             fwk.run_unreserve(state, assumed, host)
             sched.cache.forget_pod(assumed)
@@ -243,7 +271,12 @@ class _NoStatuses:
 
 
 def handle_fit_error(
-    sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, fit_error: FitError, nominated: str | None, started: float
+    sched: Scheduler,
+    fwk: Framework,
+    qp: QueuedPodInfo,
+    fit_error: FitError,
+    nominated: str | None,
+    started: float,
 ) -> None:
     qp.unschedulable_plugins = set(fit_error.diagnosis.unschedulable_plugins)
     qp.pending_plugins = set(fit_error.diagnosis.pending_plugins)
@@ -267,7 +300,13 @@ def handle_failure(
 
 
 def _requeue_and_report(
-    sched: Scheduler, qp: QueuedPodInfo, reason: str, message: str, nominated: str | None, started: float, result: str
+    sched: Scheduler,
+    qp: QueuedPodInfo,
+    reason: str,
+    message: str,
+    nominated: str | None,
+    started: float,
+    result: str,
 ) -> None:
     pod = qp.pod
     if nominated:

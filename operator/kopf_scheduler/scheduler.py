@@ -28,6 +28,7 @@ from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodI
 from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry
+from kopf_scheduler.framework.status import Status
 from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.registry import new_registry
@@ -73,15 +74,23 @@ class Scheduler:
         self.cache = Cache(self.clock)
         self.snapshot = Snapshot()
         self.queue = SchedulingQueue(
-            PrioritySort(), self.profiles.get, self.clock, initial_backoff=initial_backoff, max_backoff=max_backoff
+            PrioritySort(),
+            self.profiles.get,
+            self.clock,
+            initial_backoff=initial_backoff,
+            max_backoff=max_backoff,
         )
         self.next_start_node_index = 0
         self.binding_conflicts = 0
         self._explain = explain
         self._bindings: set[asyncio.Task[None]] = set()
+        #: pending pods whose schedulerName no profile serves (yet): queued when a profile claims it
+        self._unserved: dict[str, PodInfo] = {}
         #: callbacks for metrics: on_bound(qp, node, started), on_failed(qp, reason, message, result, started)
         self.bound_hooks: list[Callable[[QueuedPodInfo, str, float], None]] = []
         self.failed_hooks: list[Callable[[QueuedPodInfo, str, str, str, float], None]] = []
+        #: extension-point timings: (extension point, status code label, profile, seconds)
+        self.extension_hooks: list[Callable[[str, str, str, float], None]] = []
 
     @property
     def explaining(self) -> bool:
@@ -101,14 +110,27 @@ class Scheduler:
         return framework
 
     def install(self, framework: Framework) -> None:
-        previous = self.profiles.get(framework.profile_name)
-        self.profiles[framework.profile_name] = framework
+        """Serves ``framework.profile_name`` with ``framework``; pods the previous version left
+        unschedulable are retried, pods nobody served until now are queued."""
+        name = framework.profile_name
+        previous = self.profiles.get(name)
+        self.profiles[name] = framework
         self.queue.set_queue_sort(framework.queue_sort)
         if previous is not None:
             self.queue.move_all_to_active_or_backoff(EVENT_FORCE_ACTIVATE, None, None)
+        for uid, pod in list(self._unserved.items()):
+            if pod.scheduler_name == name:
+                del self._unserved[uid]
+                self.queue.add(pod)
 
     def remove_profile(self, scheduler_name: str) -> None:
-        self.profiles.pop(scheduler_name, None)
+        """Stops serving ``scheduler_name``: its pending pods leave the queue until a profile claims it."""
+        if self.profiles.pop(scheduler_name, None) is None:
+            return
+        for qp in self.queue.pending():
+            if qp.pod.scheduler_name == scheduler_name:
+                self._unserved[qp.pod.uid] = qp.pod
+                self.queue.delete(qp.pod)
 
     def use_default_profiles(self, names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES) -> None:
         for name in names:
@@ -165,6 +187,7 @@ class Scheduler:
                 self.delete_pod(raw)
                 return
             self.queue.delete(pod, bound=True)  # it may have been pending with us until now
+            self._unserved.pop(pod.uid, None)
             known = self.cache.get_pod(pod.uid)
             if known is None or self.cache.is_assumed(pod.uid):
                 self.cache.add_pod(pod)
@@ -175,6 +198,10 @@ class Scheduler:
             return
         if not self.responsible_for(pod) or pod.deletion_timestamp:
             self.queue.delete(pod)
+            if pod.deletion_timestamp:
+                self._unserved.pop(pod.uid, None)
+            else:
+                self._unserved[pod.uid] = pod
             return
         if self.cache.is_assumed(pod.uid):
             return  # being bound by us; the assigned version will arrive
@@ -183,6 +210,7 @@ class Scheduler:
 
     def delete_pod(self, raw: Mapping[str, Any]) -> None:
         pod = PodInfo.reference(raw)
+        self._unserved.pop(pod.uid, None)
         removed = self.cache.remove_pod(pod)
         if removed is not None:
             self.queue.assigned_pod_deleted(removed)
@@ -196,6 +224,8 @@ class Scheduler:
     def schedule_one(self, qp: QueuedPodInfo) -> None:
         framework = self.profiles.get(qp.pod.scheduler_name)
         if framework is None or qp.pod.deletion_timestamp:
+            if framework is None and not qp.pod.deletion_timestamp:
+                self._unserved[qp.pod.uid] = qp.pod  # its profile went away while it was queued
             self.queue.done(qp.pod.uid)
             return
         binding = scheduling_cycle(self, framework, qp, now())
@@ -231,6 +261,13 @@ class Scheduler:
     def on_failed(self, qp: QueuedPodInfo, reason: str, message: str, result: str, started: float) -> None:
         for hook in self.failed_hooks:
             hook(qp, reason, message, result, started)
+
+    def observe(self, point: str, status: Status | None, profile: str, started: float) -> None:
+        if self.extension_hooks:
+            seconds = now() - started
+            label = "Success" if status is None else status.code.label
+            for hook in self.extension_hooks:
+                hook(point, label, profile, seconds)
 
     def explain_success(self, pod: PodInfo, result: ScheduleResult) -> None:
         if self._explain is None:

@@ -60,7 +60,7 @@ def test_explain_shows_filter_verdicts_and_scores(capsys: pytest.CaptureFixture[
     assert web["node-b2"]["filter"] == {"plugin": "NodeUnschedulable", "reason": "node(s) were unschedulable"}
     assert web["node-b1"]["filter"] is None
     assert web["node-b1"]["scores"]["NodeResourcesFit"] == {"raw": 59, "normalized": 59, "weighted": 59}
-    assert web["node-b1"]["total"] == 59
+    assert web["node-b1"]["total"] == sum(s["weighted"] for s in web["node-b1"]["scores"].values())
     too_big = pods["too-big"]["nodes"]
     assert too_big["node-b1"]["filter"] == {
         "plugin": "NodeResourcesFit",

@@ -57,7 +57,9 @@ def test_crd_schema_is_structural() -> None:
         if isinstance(node, dict):
             assert node.get("additionalProperties") is not False, f"{path}: additionalProperties: false"
             if "exclusiveMinimum" in node:
-                assert isinstance(node["exclusiveMinimum"], bool), f"{path}: exclusiveMinimum must be a boolean"
+                assert isinstance(node["exclusiveMinimum"], bool), (
+                    f"{path}: exclusiveMinimum must be a boolean"
+                )
             for key, value in node.items():
                 walk(value, f"{path}.{key}")
         elif isinstance(node, list):

@@ -333,14 +333,18 @@ class DevCluster:
         d = self.crds_dir
         if d is None or not d.is_dir():
             return
-        if not any(p.suffix in (".yaml", ".yml", ".json") for p in d.iterdir()):
+        # Every manifest but a kustomization (which kustomize reads, not the API server).
+        files = sorted(
+            p for p in d.iterdir() if p.suffix in (".yaml", ".yml", ".json") and p.stem != "kustomization"
+        )
+        if not files:
             return
         started = time.monotonic()
+        targets = [arg for p in files for arg in ("-f", str(p))]
         self._kubectl(
-            "apply", "--server-side", "--force-conflicts", "--field-manager=kopf-scheduler-dev-cluster",
-            "-f", str(d),
+            "apply", "--server-side", "--force-conflicts", "--field-manager=kopf-scheduler-dev-cluster", *targets
         )  # fmt: skip
-        self._kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(d))
+        self._kubectl("wait", "--for=condition=Established", "--timeout=60s", *targets)
         self.timings["crds"] = time.monotonic() - started
 
     def start_kube_scheduler(self, extra_args: list[str] | None = None) -> None:

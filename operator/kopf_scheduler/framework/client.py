@@ -33,7 +33,9 @@ class ClusterClient(Protocol):
     def record_scheduled(self, pod: PodInfo, node_name: str) -> None:
         """The ``Normal Scheduled`` event: ``Successfully assigned ns/pod to node``."""
 
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None) -> None:
+    def record_failure(
+        self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None
+    ) -> None:
         """The ``Warning FailedScheduling`` event and the ``PodScheduled=False`` condition with ``reason``
         (``Unschedulable`` or ``SchedulerError``); sets or clears ``status.nominatedNodeName`` when
         ``nominated_node_name`` is not None."""

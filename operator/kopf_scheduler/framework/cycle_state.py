@@ -29,7 +29,7 @@ class StateKey(Generic[T]):
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins", "record_metrics")
+    __slots__ = ("_data", "record_metrics", "skip_filter_plugins", "skip_score_plugins")
 
     def __init__(self) -> None:
         self._data: dict[StateKey[Any], Any] = {}

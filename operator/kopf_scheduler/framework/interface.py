@@ -112,7 +112,7 @@ class QueueingHint(enum.Enum):
     SKIP = "QueueSkip"
 
 
-class EnqueueExtensions(abc.ABC):  # noqa: B024 - optional interface
+class EnqueueExtensions(abc.ABC):
     """Plugins that reject pods say which cluster events may make those pods schedulable again."""
 
     @abc.abstractmethod

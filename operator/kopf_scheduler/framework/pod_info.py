@@ -124,7 +124,9 @@ def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
                     continue
                 if not isinstance(host_port, int) or not 0 < host_port < 65536:
                     raise PodParseError(f"spec.{kind}[{i}].ports[{j}].hostPort: invalid port {host_port!r}")
-                ports.append(HostPort(port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0", host_port))
+                ports.append(
+                    HostPort(port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0", host_port)
+                )
     return tuple(ports)
 
 
@@ -188,7 +190,9 @@ class PodInfo:
         self.preemption_policy: str = spec.get("preemptionPolicy") or "PreemptLowerPriority"
         self.scheduler_name: str = spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME
         self.node_name: str = spec.get("nodeName") or ""
-        self.nominated_node_name: str = (status.get("nominatedNodeName") or "") if isinstance(status, Mapping) else ""
+        self.nominated_node_name: str = (
+            (status.get("nominatedNodeName") or "") if isinstance(status, Mapping) else ""
+        )
         self.scheduling_gates: tuple[str, ...] = tuple(
             str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
         )

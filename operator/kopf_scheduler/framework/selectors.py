@@ -81,7 +81,9 @@ class LabelSelector:
         """``None`` for a missing selector (matches nothing); raises ``SelectorError`` when invalid."""
         if raw is None:
             return None
-        reqs = [Requirement(str(k), "In", frozenset({str(v)})) for k, v in (raw.get("matchLabels") or {}).items()]
+        reqs = [
+            Requirement(str(k), "In", frozenset({str(v)})) for k, v in (raw.get("matchLabels") or {}).items()
+        ]
         reqs += [_requirement(e, _LABEL_OPS) for e in raw.get("matchExpressions") or ()]
         return cls(tuple(reqs))
 

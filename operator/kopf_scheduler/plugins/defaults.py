@@ -15,7 +15,14 @@ DEFAULT_MULTI_POINT: list[tuple[str, int]] = [
     (names.PRIORITY_SORT, 0),
     (names.NODE_UNSCHEDULABLE, 0),
     (names.NODE_NAME, 0),
+    (names.TAINT_TOLERATION, 3),
+    (names.NODE_AFFINITY, 2),
+    (names.NODE_PORTS, 0),
     (names.NODE_RESOURCES_FIT, 1),
+    (names.POD_TOPOLOGY_SPREAD, 2),
+    (names.INTER_POD_AFFINITY, 2),
+    (names.NODE_RESOURCES_BALANCED_ALLOCATION, 1),
+    (names.IMAGE_LOCALITY, 1),
     (names.DEFAULT_BINDER, 0),
 ]
 

@@ -108,8 +108,12 @@ class PodBuilder:
         self._spec.setdefault("schedulingGates", []).append({"name": name})
         return self
 
-    def toleration(self, key: str = "", operator: str = "Equal", value: str = "", effect: str = "") -> PodBuilder:
-        toleration = {k: v for k, v in (("key", key), ("operator", operator), ("value", value), ("effect", effect)) if v}
+    def toleration(
+        self, key: str = "", operator: str = "Equal", value: str = "", effect: str = ""
+    ) -> PodBuilder:
+        toleration = {
+            k: v for k, v in (("key", key), ("operator", operator), ("value", value), ("effect", effect)) if v
+        }
         self._spec.setdefault("tolerations", []).append(toleration)
         return self
 
@@ -198,7 +202,9 @@ class NodeBuilder:
         return self
 
     def images(self, images: dict[str, int]) -> NodeBuilder:
-        self._node["status"]["images"] = [{"names": [name], "sizeBytes": size} for name, size in images.items()]
+        self._node["status"]["images"] = [
+            {"names": [name], "sizeBytes": size} for name, size in images.items()
+        ]
         return self
 
     def obj(self) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """SchedulingProfile parsing, validation errors naming the field path, and upstream's ``mergePluginSet``."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -72,7 +73,10 @@ _SCORE_0 = {"enabled": [{"name": "A"}, {"name": "B", "weight": 2}, {"name": "C",
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        ({"schedulerName": "s", "plugins": {"score": _SCORE_0}}, "spec.plugins.score.enabled[2].weight: must be > 0, not 0"),
+        (
+            {"schedulerName": "s", "plugins": {"score": _SCORE_0}},
+            "spec.plugins.score.enabled[2].weight: must be > 0, not 0",
+        ),
         (
             {"schedulerName": "s", "plugins": {"score": {"enabled": [{"name": "A", "weight": 101}]}}},
             "spec.plugins.score.enabled[0].weight: must be <= 100, not 101",
@@ -82,7 +86,10 @@ _SCORE_0 = {"enabled": [{"name": "A"}, {"name": "B", "weight": 2}, {"name": "C",
             "spec.plugins.score.enabled[0].weight: must be of type integer, not '2'",
         ),
         ({"schedulerName": "s", "foo": 1}, "spec: unknown field(s) ('foo' was unexpected)"),
-        ({"schedulerName": "s", "plugins": {"foo": {}}}, "spec.plugins: unknown field(s) ('foo' was unexpected)"),
+        (
+            {"schedulerName": "s", "plugins": {"foo": {}}},
+            "spec.plugins: unknown field(s) ('foo' was unexpected)",
+        ),
         (
             {"schedulerName": "s", "plugins": {"filter": {"enabled": [{"name": "A", "wieght": 1}]}}},
             "spec.plugins.filter.enabled[0]: unknown field(s) ('wieght' was unexpected)",
@@ -142,7 +149,7 @@ def test_validation_error_names_the_field(obj: Any, message: str) -> None:
 
 
 # -- mergePluginSet -------------------------------------------------------------------------------------
-def _set(enabled: list[str | tuple[str, int]] = (), disabled: list[str] = ()) -> PluginSet:  # type: ignore[assignment]
+def _set(enabled: Sequence[str | tuple[str, int]] = (), disabled: Sequence[str] = ()) -> PluginSet:
     refs = [PluginRef(e) if isinstance(e, str) else PluginRef(*e) for e in enabled]
     return PluginSet(enabled=refs, disabled=[PluginRef(d) for d in disabled])
 

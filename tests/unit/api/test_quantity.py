@@ -56,7 +56,18 @@ def test_value_and_milli_value_round_up(text: str, milli: int, value: int) -> No
 @pytest.mark.parametrize(
     "text",
     ["lots", "1.5.3", "", "1K", "1Kb", "e3", "1 m", "Gi", "1e", "--1"],
-    ids=["lots", "1.5.3", "empty", "upper-K", "Kb", "bare-exponent", "inner-space", "suffix-only", "e-no-digits", "--1"],
+    ids=[
+        "lots",
+        "1.5.3",
+        "empty",
+        "upper-K",
+        "Kb",
+        "bare-exponent",
+        "inner-space",
+        "suffix-only",
+        "e-no-digits",
+        "--1",
+    ],
 )
 def test_invalid_quantity_raises(text: str) -> None:
     with pytest.raises(QuantityError) as info:

@@ -23,7 +23,16 @@ BETA_REGION = "failure-domain.beta.kubernetes.io/region"
         ({BETA_ZONE: "old", ZONE: "new"}, ":\x00:old"),
         ({ZONE: "", REGION: ""}, ""),
     ],
-    ids=["none", "unrelated", "zone", "region-and-zone", "region-only", "beta-labels", "beta-first", "empty-values"],
+    ids=[
+        "none",
+        "unrelated",
+        "zone",
+        "region-and-zone",
+        "region-only",
+        "beta-labels",
+        "beta-first",
+        "empty-values",
+    ],
 )
 def test_zone_key(labels: dict[str, str], key: str) -> None:
     assert zone_key(labels) == key

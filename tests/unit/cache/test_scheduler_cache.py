@@ -101,8 +101,9 @@ def test_forget_errors(setup: str, forget: PodInfo, message: str) -> None:
 
 
 def test_assumed_pod_expires_after_ttl_once_binding_finished() -> None:
-    cache = _cache("n1", ttl=30)
-    clock: VirtualClock = cache.clock  # type: ignore[assignment]
+    clock = VirtualClock()
+    cache = Cache(clock, assumed_ttl=30)
+    cache.add_node(_node("n1"))
     pod = _pod(node="n1")
     cache.assume_pod(pod)
     clock.advance(100)
@@ -230,9 +231,22 @@ def test_update_snapshot_refreshes_only_changed_nodes() -> None:
     ("change", "bumps"),
     [
         (lambda: make_node().name("n1").capacity(cpu="8", memory="8Gi", pods=10).obj(), False),
-        (lambda: make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).label("disk", "ssd").obj(), True),
-        (lambda: make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).taint("dedicated", "x").obj(), True),
-        (lambda: make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).unschedulable().obj(), False),
+        (
+            lambda: (
+                make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).label("disk", "ssd").obj()
+            ),
+            True,
+        ),
+        (
+            lambda: (
+                make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).taint("dedicated", "x").obj()
+            ),
+            True,
+        ),
+        (
+            lambda: make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).unschedulable().obj(),
+            False,
+        ),
     ],
     ids=["allocatable", "label", "taint", "cordon"],
 )

@@ -13,7 +13,10 @@ CPU = unschedulable("Insufficient cpu", plugin="NodeResourcesFit")
 CPU_MEM = unschedulable("Insufficient cpu", "Insufficient memory", plugin="NodeResourcesFit")
 CORDONED = unresolvable("node(s) were unschedulable", plugin="NodeUnschedulable")
 NAME = unresolvable("node(s) didn't match the requested node name", plugin="NodeName")
-TAINT = unresolvable("node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }", plugin="TaintToleration")
+TAINT = unresolvable(
+    "node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }", plugin="TaintToleration"
+)
+SPREAD = "node(s) didn't satisfy plugin(s) [NodeAffinity PodTopologySpread] simultaneously"
 PREEMPTION = (
     "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
     "2 No preemption victims found for incoming pod."
@@ -58,7 +61,9 @@ def _nodes(*statuses: Status) -> StatusMap:
         ),
         (
             5,
-            Diagnosis(_nodes(CPU), absent_status=unresolvable("node(s) didn't satisfy plugin(s) [NodeAffinity]")),
+            Diagnosis(
+                _nodes(CPU), absent_status=unresolvable("node(s) didn't satisfy plugin(s) [NodeAffinity]")
+            ),
             "0/5 nodes are available: 1 Insufficient cpu, 4 node(s) didn't satisfy plugin(s) [NodeAffinity].",
         ),
         (
@@ -71,19 +76,23 @@ def _nodes(*statuses: Status) -> StatusMap:
             Diagnosis(
                 _nodes(CPU),
                 absent_status=unresolvable("x"),
-                pre_filter_message="node(s) didn't satisfy plugin(s) [NodeAffinity PodTopologySpread] simultaneously",
+                pre_filter_message=SPREAD,
             ),
-            "0/3 nodes are available: node(s) didn't satisfy plugin(s) [NodeAffinity PodTopologySpread] simultaneously.",
+            f"0/3 nodes are available: {SPREAD}.",
         ),
         (
             3,
             Diagnosis(_nodes(TAINT, CPU, CPU), post_filter_message=PREEMPTION),
-            "0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
+            "0/3 nodes are available: "
+            "1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
             "2 Insufficient cpu. " + PREEMPTION,
         ),
         (
             1,
-            Diagnosis(pre_filter_message="too big", post_filter_message="preemption: not eligible due to preemptionPolicy=Never."),
+            Diagnosis(
+                pre_filter_message="too big",
+                post_filter_message="preemption: not eligible due to preemptionPolicy=Never.",
+            ),
             "0/1 nodes are available: too big. preemption: not eligible due to preemptionPolicy=Never.",
         ),
         (0, Diagnosis(_nodes()), "0/0 nodes are available:"),

@@ -8,11 +8,12 @@ import pytest
 from kopf_scheduler.api.errors import ProfileError
 from kopf_scheduler.api.profile import PluginRef, PluginSet, parse_profile
 from kopf_scheduler.framework.args import NoArgs
+from kopf_scheduler.framework.interface import EXTENSION_POINTS as POINT_TYPES
 from kopf_scheduler.framework.interface import BindPlugin, FilterPlugin, Plugin, QueueSortPlugin, ScorePlugin
 from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry
-from kopf_scheduler.plugins.defaults import default_plugins
+from kopf_scheduler.plugins.defaults import DEFAULT_MULTI_POINT, default_plugins
 from kopf_scheduler.plugins.registry import new_registry
 
 
@@ -85,16 +86,34 @@ def _names(plugins: list[Any]) -> list[str]:
     [
         ({}, ["A"], ["A"]),
         ({"multiPoint": {"enabled": _enabled("A", "B", "C", "D")}}, ["A", "B", "C"], ["A", "B", "D"]),
-        ({"multiPoint": {"enabled": _enabled("B", "C")}, "filter": {"enabled": _enabled("C", "B")}}, ["C", "B", "A"], ["A", "B"]),
-        ({"multiPoint": {"enabled": _enabled("B")}, "filter": {"enabled": _enabled("C", "A")}}, ["A", "B", "C"], ["A", "B"]),
-        ({"multiPoint": {"enabled": _enabled("B", "C")}, "filter": {"disabled": _enabled("B")}}, ["A", "C"], ["A", "B"]),
         (
-            {"multiPoint": {"enabled": _enabled("B")}, "filter": {"disabled": _enabled("A"), "enabled": _enabled("A")}},
+            {"multiPoint": {"enabled": _enabled("B", "C")}, "filter": {"enabled": _enabled("C", "B")}},
+            ["C", "B", "A"],
+            ["A", "B"],
+        ),
+        (
+            {"multiPoint": {"enabled": _enabled("B")}, "filter": {"enabled": _enabled("C", "A")}},
+            ["A", "B", "C"],
+            ["A", "B"],
+        ),
+        (
+            {"multiPoint": {"enabled": _enabled("B", "C")}, "filter": {"disabled": _enabled("B")}},
+            ["A", "C"],
+            ["A", "B"],
+        ),
+        (
+            {
+                "multiPoint": {"enabled": _enabled("B")},
+                "filter": {"disabled": _enabled("A"), "enabled": _enabled("A")},
+            },
             ["B", "A"],
             ["A", "B"],
         ),
         (
-            {"multiPoint": {"enabled": _enabled("B", "C")}, "filter": {"disabled": _enabled("*"), "enabled": _enabled("C")}},
+            {
+                "multiPoint": {"enabled": _enabled("B", "C")},
+                "filter": {"disabled": _enabled("*"), "enabled": _enabled("C")},
+            },
             ["C"],
             ["A", "B"],
         ),
@@ -132,7 +151,10 @@ def test_multi_point_expansion(plugins: dict[str, Any], filters: list[str], scor
         # a score-point entry without a weight still wins over multiPoint's weight, and counts 1
         ({"multiPoint": {"enabled": _enabled(("A", 3))}, "score": {"enabled": _enabled("A")}}, {"A": 1}),
         (
-            {"multiPoint": {"enabled": _enabled(("A", 3), ("D", 2))}, "score": {"enabled": _enabled(("D", 7))}},
+            {
+                "multiPoint": {"enabled": _enabled(("A", 3), ("D", 2))},
+                "score": {"enabled": _enabled(("D", 7))},
+            },
             {"A": 3, "D": 7},
         ),
         ({"score": {"enabled": _enabled(("B", 4))}}, {"A": 1, "B": 4}),
@@ -153,14 +175,26 @@ def test_score_weights(plugins: dict[str, Any], weights: dict[str, int]) -> None
 @pytest.mark.parametrize(
     ("plugins", "config", "message"),
     [
-        ({"score": {"enabled": _enabled("Nope")}}, [], f"spec.plugins.score.enabled[0].name: unknown plugin 'Nope'; known: {KNOWN}"),
+        (
+            {"score": {"enabled": _enabled("Nope")}},
+            [],
+            f"spec.plugins.score.enabled[0].name: unknown plugin 'Nope'; known: {KNOWN}",
+        ),
         (
             {"multiPoint": {"enabled": _enabled("B", "Nope")}},
             [],
             f"spec.plugins.multiPoint.enabled[1].name: unknown plugin 'Nope'; known: {KNOWN}",
         ),
-        ({"filter": {"enabled": _enabled("D")}}, [], "spec.plugins.filter.enabled[0].name: plugin 'D' does not extend filter"),
-        ({"bind": {"enabled": _enabled("C")}}, [], "spec.plugins.bind.enabled[0].name: plugin 'C' does not extend bind"),
+        (
+            {"filter": {"enabled": _enabled("D")}},
+            [],
+            "spec.plugins.filter.enabled[0].name: plugin 'D' does not extend filter",
+        ),
+        (
+            {"bind": {"enabled": _enabled("C")}},
+            [],
+            "spec.plugins.bind.enabled[0].name: plugin 'C' does not extend bind",
+        ),
         (
             {"filter": {"enabled": _enabled("C", "C")}},
             [],
@@ -186,7 +220,11 @@ def test_score_weights(plugins: dict[str, Any], weights: dict[str, int]) -> None
             [],
             "spec.plugins.bind: at least one bind plugin is required for 's'",
         ),
-        ({}, [{"name": "A"}, {"name": "Nope", "args": {}}], "spec.pluginConfig[1].name: unknown plugin 'Nope'"),
+        (
+            {},
+            [{"name": "A"}, {"name": "Nope", "args": {}}],
+            "spec.pluginConfig[1].name: unknown plugin 'Nope'",
+        ),
         ({}, [{"name": "A", "args": {"x": 1}}], "spec.pluginConfig[0].args.x: unknown field; known: none"),
     ],
     ids=[
@@ -215,17 +253,19 @@ def _build_default(**spec: Any) -> Framework:
     return build_framework(profile, new_registry(autoload=False), default_plugins(), client=None)  # type: ignore[arg-type]
 
 
-def test_default_profile() -> None:
+def test_default_profile_expands_the_default_multi_point_set_in_order() -> None:
     framework = _build_default(percentageOfNodesToScore=40)
-    assert framework.describe() == {
-        "preEnqueue": ["SchedulingGates"],
-        "queueSort": ["PrioritySort"],
-        "preFilter": ["NodeResourcesFit"],
-        "filter": ["NodeUnschedulable", "NodeName", "NodeResourcesFit"],
-        "preScore": ["NodeResourcesFit"],
-        "score": [{"name": "NodeResourcesFit", "weight": 1}],
-        "bind": ["DefaultBinder"],
-    }
+    described = framework.describe()
+    for point, kind in POINT_TYPES.items():
+        expected = [name for name, _ in DEFAULT_MULTI_POINT if isinstance(framework.plugins[name], kind)]
+        if point == "score":
+            weights = dict(DEFAULT_MULTI_POINT)
+            assert described.get(point, []) == [{"name": n, "weight": weights[n] or 1} for n in expected]
+        else:
+            assert described.get(point, []) == expected, point
+    assert described["queueSort"] == ["PrioritySort"]
+    assert described["bind"] == ["DefaultBinder"]
+    assert {"NodeUnschedulable", "NodeName", "NodeResourcesFit"} <= set(described["filter"])
     assert framework.percentage_of_nodes_to_score == 40
     assert framework.profile_name == "s"
 
@@ -256,21 +296,33 @@ _NRF = "NodeResourcesFit"
             "RequestedToCapacityRatio, not 'Foo'",
         ),
         (
-            [{"name": "NodeName"}, {"name": _NRF, "args": {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}}],
+            [
+                {"name": "NodeName"},
+                {"name": _NRF, "args": {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}},
+            ],
             "spec.pluginConfig[1].args.scoringStrategy.resources[0].weight: must be in [1, 100], not 0",
         ),
         (
             [{"name": _NRF, "args": {"foo": 1}}],
-            "spec.pluginConfig[0].args.foo: unknown field; known: ignoredResourceGroups, ignoredResources, scoringStrategy",
+            "spec.pluginConfig[0].args.foo: unknown field; "
+            "known: ignoredResourceGroups, ignoredResources, scoringStrategy",
         ),
         (
             [{"name": _NRF, "args": {"ignoredResourceGroups": ["example.com/gpu"]}}],
-            "spec.pluginConfig[0].args.ignoredResourceGroups[0]: resource group name can't contain '/': 'example.com/gpu'",
+            "spec.pluginConfig[0].args.ignoredResourceGroups[0]: "
+            "resource group name can't contain '/': 'example.com/gpu'",
         ),
         ([{"name": "NodeName", "args": {"x": 1}}], "spec.pluginConfig[0].args.x: unknown field; known: none"),
         ([{"name": "ImageLocalityX"}], "spec.pluginConfig[0].name: unknown plugin 'ImageLocalityX'"),
     ],
-    ids=["bad-strategy", "bad-weight-second-entry", "unknown-field", "bad-group", "no-args-plugin", "unknown-plugin"],
+    ids=[
+        "bad-strategy",
+        "bad-weight-second-entry",
+        "unknown-field",
+        "bad-group",
+        "no-args-plugin",
+        "unknown-plugin",
+    ],
 )
 def test_plugin_args_errors(config: list[Any], message: str) -> None:
     with pytest.raises(ProfileError) as info:

@@ -11,9 +11,15 @@ import pytest
 from kopf_scheduler.backend.cache import Snapshot
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.interface import (
+    BindPlugin,
     FilterPlugin,
     NodeSet,
     PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -25,7 +31,7 @@ from kopf_scheduler.framework.interface import (
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.runtime.framework import Framework
+from kopf_scheduler.framework.runtime.framework import Framework, NodeStatuses
 from kopf_scheduler.framework.status import SKIP, WAIT, Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins.node_resources_fit import Args as FitArgs
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit
@@ -37,7 +43,9 @@ NAMES = [f"n{i}" for i in range(6)]
 
 def _snapshot(names: Iterable[str] = NAMES, cpu: str = "4") -> Snapshot:
     snapshot = Snapshot()
-    snapshot.rebuild([NodeInfo(make_node().name(n).capacity(cpu=cpu, memory="8Gi", pods=10).obj()) for n in names])
+    snapshot.rebuild(
+        [NodeInfo(make_node().name(n).capacity(cpu=cpu, memory="8Gi", pods=10).obj()) for n in names]
+    )
     return snapshot
 
 
@@ -100,22 +108,27 @@ class Reject(FilterPlugin):
 
 
 class VectorReject(Reject, VectorFilter):
-    def __init__(self, name: str, nodes: Iterable[str], snapshot: Snapshot, status: Status | None = None) -> None:
+    def __init__(
+        self, name: str, nodes: Iterable[str], snapshot: Snapshot, status: Status | None = None
+    ) -> None:
         super().__init__(name, nodes, status)
         self.snapshot = snapshot
         self.vector_calls = 0
 
     def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         self.vector_calls += 1
-        return np.array([self.snapshot.node_infos[r].name not in self.nodes for r in rows.tolist()], dtype=bool)
+        return np.array(
+            [self.snapshot.node_infos[r].name not in self.nodes for r in rows.tolist()], dtype=bool
+        )
 
 
 class Boom(FilterPlugin, VectorFilter):
+    """Raises: per node on ``on``, and always in its vector form."""
+
     name = "Boom"
 
-    def __init__(self, on: str = "", vector: bool = False) -> None:
+    def __init__(self, on: str = "") -> None:
         self.on = on
-        self.vector = vector
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if node.name == self.on:
@@ -126,12 +139,31 @@ class Boom(FilterPlugin, VectorFilter):
         raise RuntimeError("vector boom")
 
 
-def _reject(kind: str, name: str, nodes: Iterable[str], snapshot: Snapshot, status: Status | None = None) -> Reject:
+class FilterPluginOnly(FilterPlugin):
+    """Hides a plugin's vector form, so the runtime must use its per-node filter."""
+
+    def __init__(self, inner: FilterPlugin) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return self.inner.filter(state, pod, node)
+
+
+def _reject(
+    kind: str, name: str, nodes: Iterable[str], snapshot: Snapshot, status: Status | None = None
+) -> Reject:
     return VectorReject(name, nodes, snapshot, status) if kind == "vector" else Reject(name, nodes, status)
 
 
-def _find(framework: Framework, snapshot: Snapshot, order: list[int], num_to_find: int, pod: PodInfo | None = None,
-          nominated: frozenset[str] = frozenset()) -> Any:  # fmt: skip
+def _find(
+    framework: Framework,
+    snapshot: Snapshot,
+    order: list[int],
+    num_to_find: int,
+    pod: PodInfo | None = None,
+    nominated: frozenset[str] = frozenset(),
+) -> Any:
     return framework.find_feasible(
         CycleState(), pod or _pod(), snapshot, np.asarray(order, dtype=np.int64), num_to_find, nominated
     )
@@ -191,20 +223,31 @@ def test_statuses_of_vector_rejected_nodes_are_resolved_lazily() -> None:
         # the per-node chain's first failing plugin decides, even when a later vector filter pruned the node
         (
             [("scalar", "A", ["n1"]), ("vector", "B", ["n1", "n2"])],
-            {"n1": unschedulable("rejected by A", plugin="A"), "n2": unschedulable("rejected by B", plugin="B")},
+            {
+                "n1": unschedulable("rejected by A", plugin="A"),
+                "n2": unschedulable("rejected by B", plugin="B"),
+            },
         ),
         (
             [("vector", "B", ["n1"]), ("scalar", "A", ["n1", "n2"])],
-            {"n1": unschedulable("rejected by B", plugin="B"), "n2": unschedulable("rejected by A", plugin="A")},
+            {
+                "n1": unschedulable("rejected by B", plugin="B"),
+                "n2": unschedulable("rejected by A", plugin="A"),
+            },
         ),
         (
             [("vector", "A", ["n3"]), ("vector", "B", ["n1", "n3"])],
-            {"n1": unschedulable("rejected by B", plugin="B"), "n3": unschedulable("rejected by A", plugin="A")},
+            {
+                "n1": unschedulable("rejected by B", plugin="B"),
+                "n3": unschedulable("rejected by A", plugin="A"),
+            },
         ),
     ],
     ids=["scalar-before-vector", "vector-before-scalar", "two-vectors"],
 )
-def test_lazy_status_equals_the_per_node_chain(chain: list[tuple[str, str, list[str]]], expected: dict[str, Status]) -> None:
+def test_lazy_status_equals_the_per_node_chain(
+    chain: list[tuple[str, str, list[str]]], expected: dict[str, Status]
+) -> None:
     snapshot = _snapshot()
     framework = _framework(filter=[_reject(kind, name, nodes, snapshot) for kind, name, nodes in chain])
     outcome = _find(framework, snapshot, list(range(6)), 6)
@@ -234,22 +277,11 @@ def test_a_raising_filter_becomes_an_error_status_naming_the_plugin() -> None:
 
 def test_a_raising_vector_filter_fails_every_candidate() -> None:
     snapshot = _snapshot()
-    outcome = _find(_framework(filter=[Boom(vector=True)]), snapshot, [0, 1, 2], 3)
+    outcome = _find(_framework(filter=[Boom()]), snapshot, [0, 1, 2], 3)
     assert outcome.feasible.tolist() == []
     assert outcome.examined == 3
     expected = error("running Filter plugin 'Boom': vector boom", plugin="Boom")
     assert dict(outcome.statuses.items()) == {"n0": expected, "n1": expected, "n2": expected}
-
-
-class FilterPluginOnly(FilterPlugin):
-    """Hides a plugin's vector form, so the runtime must use its per-node filter."""
-
-    def __init__(self, inner: FilterPlugin) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        return self.inner.filter(state, pod, node)
 
 
 class Nominator:
@@ -269,7 +301,9 @@ def test_filter_with_nominated_pods(priority: int, fits: bool) -> None:
     snapshot = _snapshot(["n0"], cpu="1")
     framework = _framework(filter=[NodeResourcesFit(FitArgs())])
     framework.nominator = Nominator({"n0": [_pod("nominee", priority=10, cpu="600m")]})
-    outcome = _find(framework, snapshot, [0], 1, pod=_pod(priority=priority, cpu="500m"), nominated=frozenset({"n0"}))
+    outcome = _find(
+        framework, snapshot, [0], 1, pod=_pod(priority=priority, cpu="500m"), nominated=frozenset({"n0"})
+    )
     assert (len(outcome.feasible) == 1) is fits
     if not fits:
         assert outcome.statuses.get("n0") == unschedulable("Insufficient cpu", plugin="NodeResourcesFit")
@@ -283,7 +317,9 @@ class Restrict(PreFilterPlugin):
         self.nodes = None if nodes is None else frozenset(nodes)
         self.status = status
 
-    def pre_filter(self, state: CycleState, pod: PodInfo, nodes: Any) -> tuple[PreFilterResult | None, Status | None]:
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Any
+    ) -> tuple[PreFilterResult | None, Status | None]:
         return PreFilterResult(self.nodes), self.status
 
 
@@ -293,18 +329,25 @@ class Restrict(PreFilterPlugin):
         ([Restrict("A", None)], None, None, []),
         ([Restrict("A", ["n1", "n2"]), Restrict("B", ["n2", "n3"])], {"n2"}, None, ["A", "B"]),
         (
-            [Restrict("A", ["n1"])] + [Restrict("B", ["n2"])],
+            [Restrict("A", ["n1"]), Restrict("B", ["n2"])],
             set(),
             unresolvable("node(s) didn't satisfy plugin(s) [A B] simultaneously", plugin="A"),
             ["A", "B"],
         ),
         ([Restrict("A", [])], set(), unresolvable("node(s) didn't satisfy plugin A", plugin="A"), ["A"]),
-        ([Restrict("A", None, unschedulable("no")), Restrict("B", [])], None, unschedulable("no", plugin="A"), ["A"]),
+        (
+            [Restrict("A", None, unschedulable("no")), Restrict("B", [])],
+            None,
+            unschedulable("no", plugin="A"),
+            ["A"],
+        ),
         ([Restrict("A", ["n1"], SKIP), Restrict("B", ["n2"])], {"n2"}, None, ["B"]),
     ],
     ids=["all-nodes", "intersection", "empty-intersection", "one-plugin-empty", "rejection", "skip"],
 )
-def test_run_pre_filter(plugins: list[Restrict], nodes: set[str] | None, status: Status | None, with_nodes: list[str]) -> None:
+def test_run_pre_filter(
+    plugins: list[Restrict], nodes: set[str] | None, status: Status | None, with_nodes: list[str]
+) -> None:
     state = CycleState()
     result, got, got_with_nodes = _framework(pre_filter=plugins).run_pre_filter(state, _pod(), [])
     assert (None if result is None or result.node_names is None else set(result.node_names)) == nodes
@@ -340,11 +383,21 @@ class VectorFixed(Fixed, VectorScore):
         raise AssertionError("the runtime prefers the vector form")
 
     def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        return np.array([self.scores[self.snapshot.node_infos[r].name] for r in rows.tolist()], dtype=np.int64)
+        return np.array(
+            [self.scores[self.snapshot.node_infos[r].name] for r in rows.tolist()], dtype=np.int64
+        )
 
 
 def _to_max_100(scores: np.ndarray) -> None:
     scores[:] = scores * 100 // scores.max()
+
+
+def _invalid(plugin: str, score: int) -> str:
+    # upstream's wording, grammar included
+    return (
+        f"plugin {plugin!r} returns an invalid score {score}, "
+        "it should in the range of [0, 100] after normalizing"
+    )
 
 
 def _add_100(scores: np.ndarray) -> None:
@@ -359,7 +412,10 @@ def _score(framework: Framework, snapshot: Snapshot, names: list[str], explain: 
 def test_weights_multiply_and_sum() -> None:
     snapshot = _snapshot(["n0", "n1", "n2"])
     framework = _framework(
-        score=[Fixed("A", {"n0": 10, "n1": 50, "n2": 100}), VectorFixed("B", {"n0": 100, "n1": 0, "n2": 7}, snapshot)],
+        score=[
+            Fixed("A", {"n0": 10, "n1": 50, "n2": 100}),
+            VectorFixed("B", {"n0": 100, "n1": 0, "n2": 7}, snapshot),
+        ],
         weights={"A": 2, "B": 3},
         snapshot=snapshot,
     )
@@ -372,7 +428,9 @@ def test_weights_multiply_and_sum() -> None:
 
 def test_normalize_runs_before_the_range_check() -> None:
     snapshot = _snapshot(["n0", "n1"])
-    framework = _framework(score=[Fixed("N", {"n0": 300, "n1": 1200}, normalize=_to_max_100)], snapshot=snapshot)
+    framework = _framework(
+        score=[Fixed("N", {"n0": 300, "n1": 1200}, normalize=_to_max_100)], snapshot=snapshot
+    )
     total, breakdown, status = _score(framework, snapshot, ["n0", "n1"], explain=True)
     assert status is None
     assert total.tolist() == [25, 100]
@@ -383,11 +441,17 @@ def test_normalize_runs_before_the_range_check() -> None:
 @pytest.mark.parametrize(
     ("plugin", "message"),
     [
-        (Fixed("Big", {"n0": 150, "n1": 3}), "plugin 'Big' returns an invalid score 150, it should in the range of [0, 100] after normalizing"),
-        (Fixed("Neg", {"n0": -1, "n1": 3}), "plugin 'Neg' returns an invalid score -1, it should in the range of [0, 100] after normalizing"),
+        (
+            Fixed("Big", {"n0": 150, "n1": 3}),
+            _invalid("Big", 150),
+        ),
+        (
+            Fixed("Neg", {"n0": -1, "n1": 3}),
+            _invalid("Neg", -1),
+        ),
         (
             Fixed("Norm", {"n0": 1, "n1": 2}, normalize=_add_100),
-            "plugin 'Norm' returns an invalid score 102, it should in the range of [0, 100] after normalizing",
+            _invalid("Norm", 102),
         ),
         (Fixed("Raise", {"n0": 1}), "running Score plugin 'Raise': 'n1'"),
     ],
@@ -402,7 +466,9 @@ def test_score_errors(plugin: Fixed, message: str) -> None:
 
 def test_normalize_rejection_names_the_plugin() -> None:
     snapshot = _snapshot(["n0"])
-    framework = _framework(score=[Fixed("N", {"n0": 1}, normalize=lambda s: unschedulable("bad"))], snapshot=snapshot)
+    framework = _framework(
+        score=[Fixed("N", {"n0": 1}, normalize=lambda s: unschedulable("bad"))], snapshot=snapshot
+    )
     assert _score(framework, snapshot, ["n0"])[2] == unschedulable("bad", plugin="N")
 
 
@@ -438,7 +504,9 @@ def test_pre_score_failure_is_an_error() -> None:
 
 # -- reserve --------------------------------------------------------------------------------------------
 class Reserver(ReservePlugin):
-    def __init__(self, name: str, log: list[str], status: Status | None = None, raise_on_unreserve: bool = False) -> None:
+    def __init__(
+        self, name: str, log: list[str], status: Status | None = None, raise_on_unreserve: bool = False
+    ) -> None:
         self.name = name
         self.log = log
         self.status = status
@@ -465,7 +533,11 @@ class Reserver(ReservePlugin):
 )
 def test_reserve_failure_then_unreserve_in_reverse_order(failure: Status, expected: Status) -> None:
     log: list[str] = []
-    plugins = [Reserver("R1", log), Reserver("R2", log, failure), Reserver("R3", log, raise_on_unreserve=True)]
+    plugins = [
+        Reserver("R1", log),
+        Reserver("R2", log, failure),
+        Reserver("R3", log, raise_on_unreserve=True),
+    ]
     framework = _framework(reserve=plugins)
     assert framework.run_reserve(CycleState(), _pod(), "n0") == expected
     framework.run_unreserve(CycleState(), _pod(), "n0")
@@ -562,3 +634,164 @@ async def test_run_permit_outcomes(plugins: list[Permit], expected: Status | Non
     assert framework.run_permit(CycleState(), pod, "n0") == expected
     assert framework.waiting_pods.get(pod.uid) is None
     assert await framework.wait_on_permit(pod) is None
+
+
+# -- queue, post-filter and binding points -------------------------------------------------------------
+class Gate(PreEnqueuePlugin):
+    def __init__(self, name: str, status: Status | None = None, raises: bool = False) -> None:
+        self.name = name
+        self.status = status
+        self.raises = raises
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        if self.raises:
+            raise RuntimeError("gate broke")
+        return self.status
+
+
+@pytest.mark.parametrize(
+    ("plugins", "expected"),
+    [
+        ([Gate("A"), Gate("B")], None),
+        (
+            [Gate("A"), Gate("B", unresolvable("gated")), Gate("C", unschedulable("x"))],
+            unresolvable("gated", plugin="B"),
+        ),
+        ([Gate("A", raises=True)], error("running PreEnqueue plugin 'A': gate broke", plugin="A")),
+    ],
+    ids=["admitted", "first-rejection", "raises"],
+)
+def test_run_pre_enqueue(plugins: list[Gate], expected: Status | None) -> None:
+    framework = _framework()
+    framework.pre_enqueue = plugins  # type: ignore[assignment]
+    assert framework.run_pre_enqueue(_pod()) == expected
+
+
+class Preempt(PostFilterPlugin):
+    def __init__(self, name: str, status: Status | None, nominate: str = "") -> None:
+        self.name = name
+        self.status = status
+        self.nominate = nominate
+        self.called = False
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, node_statuses: Any
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        self.called = True
+        return (PostFilterResult(self.nominate) if self.nominate else None), self.status
+
+
+@pytest.mark.parametrize(
+    ("plugins", "nominated", "expected", "called"),
+    [
+        (
+            [Preempt("A", unschedulable("a1", "a2")), Preempt("B", unschedulable("b"))],
+            None,
+            unschedulable("a1, a2", "b", plugin="A"),
+            "AB",
+        ),
+        (
+            [Preempt("A", unschedulable("no")), Preempt("B", None, nominate="n1")],
+            "n1",
+            Status(Code.SUCCESS, (), "B"),
+            "AB",
+        ),
+        (
+            [Preempt("A", unresolvable("hopeless")), Preempt("B", None, nominate="n1")],
+            None,
+            unresolvable("hopeless", plugin="A"),
+            "A",
+        ),
+        ([Preempt("A", error("kaput")), Preempt("B", None)], None, error("kaput", plugin="A"), "A"),
+        ([], None, Status(Code.UNSCHEDULABLE, (), ""), ""),
+    ],
+    ids=["all-reject", "second-succeeds", "unresolvable-stops", "error-stops", "none"],
+)
+def test_run_post_filter(
+    plugins: list[Preempt], nominated: str | None, expected: Status, called: str
+) -> None:
+    framework = _framework()
+    framework.post_filter = plugins  # type: ignore[assignment]
+    result, status = framework.run_post_filter(CycleState(), _pod(), _snapshot_statuses())
+    assert status == expected
+    assert (result.nominated_node_name if result else None) == nominated
+    assert "".join(p.name for p in plugins if p.called) == called
+
+
+def _snapshot_statuses() -> Any:
+    return NodeStatuses(_framework(), CycleState(), _pod(), _snapshot(["n0"]))
+
+
+class Binder(BindPlugin, PreBindPlugin, PostBindPlugin):
+    def __init__(self, name: str, log: list[str], status: Status | None = None, raises: bool = False) -> None:
+        self.name = name
+        self.log = log
+        self.status = status
+        self.raises = raises
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        self.log.append(f"pre-bind {self.name}")
+        if self.raises:
+            raise RuntimeError("broke")
+        return self.status
+
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        self.log.append(f"bind {self.name}")
+        if self.raises:
+            raise RuntimeError("broke")
+        return self.status
+
+    async def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.log.append(f"post-bind {self.name}")
+        if self.raises:
+            raise RuntimeError("broke")
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected", "ran"),
+    [
+        ([None, None], None, ["A"]),
+        ([SKIP, None], None, ["A", "B"]),
+        ([SKIP, SKIP], Status(Code.SKIP, ("no bind plugin bound the pod",)), ["A", "B"]),
+        ([error("409: conflict"), None], error("409: conflict", plugin="A"), ["A"]),
+        (["raise", None], error("running Bind plugin 'A': broke", plugin="A"), ["A"]),
+    ],
+    ids=["first-binds", "skip-passes-on", "nobody-binds", "error", "raises"],
+)
+async def test_run_bind(statuses: list[Any], expected: Status | None, ran: list[str]) -> None:
+    log: list[str] = []
+    framework = _framework()
+    framework.bind = [
+        Binder(name, log, None if s == "raise" else s, raises=s == "raise")
+        for name, s in zip("AB", statuses, strict=True)
+    ]
+    assert await framework.run_bind(CycleState(), _pod(), "n0") == expected
+    assert log == [f"bind {n}" for n in ran]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "expected", "ran"),
+    [
+        ([None, SKIP], None, ["A", "B"]),
+        ([unschedulable("volume not ready"), None], unschedulable("volume not ready", plugin="A"), ["A"]),
+        (["raise", None], error("running PreBind plugin 'A': broke", plugin="A"), ["A"]),
+    ],
+    ids=["success-and-skip", "rejection", "raises"],
+)
+async def test_run_pre_bind(statuses: list[Any], expected: Status | None, ran: list[str]) -> None:
+    log: list[str] = []
+    framework = _framework()
+    framework.pre_bind = [
+        Binder(name, log, None if s == "raise" else s, raises=s == "raise")
+        for name, s in zip("AB", statuses, strict=True)
+    ]
+    assert await framework.run_pre_bind(CycleState(), _pod(), "n0") == expected
+    assert log == [f"pre-bind {n}" for n in ran]
+
+
+async def test_run_post_bind_runs_every_plugin_even_after_a_failure() -> None:
+    log: list[str] = []
+    framework = _framework()
+    framework.post_bind = [Binder("A", log, raises=True), Binder("B", log)]
+    await framework.run_post_bind(CycleState(), _pod(), "n0")
+    assert log == ["post-bind A", "post-bind B"]

@@ -81,7 +81,10 @@ def test_unknown_plugin() -> None:
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        (SimpleNamespace(NAME="Other", Args=NoArgs, new=lambda a, h: Custom()), "plugin 'Custom': its module declares NAME='Other'"),
+        (
+            SimpleNamespace(NAME="Other", Args=NoArgs, new=lambda a, h: Custom()),
+            "plugin 'Custom': its module declares NAME='Other'",
+        ),
         (SimpleNamespace(NAME="Custom", new=lambda a, h: Custom()), "plugin 'Custom': "),
     ],
     ids=["name-mismatch", "missing-args"],
@@ -117,7 +120,9 @@ def test_entry_points_disabled_by_environment(
     assert registry.names() == sorted(IN_TREE)
 
 
-def test_explicit_autoload_beats_the_environment(entry_points: list[FakeEntryPoint], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explicit_autoload_beats_the_environment(
+    entry_points: list[FakeEntryPoint], monkeypatch: pytest.MonkeyPatch
+) -> None:
     entry_points.append(FakeEntryPoint("Custom", CUSTOM))
     monkeypatch.setenv(AUTOLOAD_OFF_ENV, "1")
     assert "Custom" in new_registry(autoload=True)
@@ -133,7 +138,9 @@ def test_explicit_autoload_beats_the_environment(entry_points: list[FakeEntryPoi
     ],
     ids=["shadows-in-tree", "two-entry-points"],
 )
-def test_entry_point_duplicates_are_refused(entry_points: list[FakeEntryPoint], names: list[str], message: str) -> None:
+def test_entry_point_duplicates_are_refused(
+    entry_points: list[FakeEntryPoint], names: list[str], message: str
+) -> None:
     entry_points.extend(FakeEntryPoint(name, CUSTOM) for name in names)
     with pytest.raises(RegistryError) as info:
         new_registry()

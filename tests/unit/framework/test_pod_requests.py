@@ -22,7 +22,10 @@ def _spec(builder: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("pod", "expected"),
     [
-        (make_pod().req(cpu="100m", memory="100Mi").container(cpu="200m", memory="50Mi"), {"cpu": 300, "memory": 150 * Mi}),
+        (
+            make_pod().req(cpu="100m", memory="100Mi").container(cpu="200m", memory="50Mi"),
+            {"cpu": 300, "memory": 150 * Mi},
+        ),
         (make_pod().req(cpu="100m").init_container(cpu="500m"), {"cpu": 500}),
         (make_pod().req(cpu="500m").init_container(cpu="100m").init_container(cpu="200m"), {"cpu": 500}),
         (
@@ -30,9 +33,15 @@ def _spec(builder: Any) -> dict[str, Any]:
             {"cpu": 2000, "memory": 1024 * Mi},
         ),
         # sidecar (restartable init) then a regular init: max(100+200, 250+200) = 450
-        (make_pod().req(cpu="100m").init_container(sidecar=True, cpu="200m").init_container(cpu="250m"), {"cpu": 450}),
+        (
+            make_pod().req(cpu="100m").init_container(sidecar=True, cpu="200m").init_container(cpu="250m"),
+            {"cpu": 450},
+        ),
         # regular init before the sidecar does not see it: max(100+200, 250, 200) = 300
-        (make_pod().req(cpu="100m").init_container(cpu="250m").init_container(sidecar=True, cpu="200m"), {"cpu": 300}),
+        (
+            make_pod().req(cpu="100m").init_container(cpu="250m").init_container(sidecar=True, cpu="200m"),
+            {"cpu": 300},
+        ),
         # two sidecars, each added to the sum; a later init sees both: max(100+50+70, 150+50+70)
         (
             make_pod()
@@ -42,7 +51,10 @@ def _spec(builder: Any) -> dict[str, Any]:
             .init_container(cpu="150m"),
             {"cpu": 270},
         ),
-        (make_pod().req(cpu="100m", memory="64Mi").overhead(cpu="50m", memory="16Mi"), {"cpu": 150, "memory": 80 * Mi}),
+        (
+            make_pod().req(cpu="100m", memory="64Mi").overhead(cpu="50m", memory="16Mi"),
+            {"cpu": 150, "memory": 80 * Mi},
+        ),
         (make_pod().req(cpu="100m").init_container(cpu="1").overhead(cpu="250m"), {"cpu": 1250}),
         (make_pod().limits(cpu="1", memory="1Gi"), {"cpu": 1000, "memory": 1024 * Mi}),
         (make_pod().req(cpu="200m").limits(cpu="1", memory="1Gi"), {"cpu": 200, "memory": 1024 * Mi}),
@@ -50,7 +62,13 @@ def _spec(builder: Any) -> dict[str, Any]:
         (make_pod().res({GPU: "1"}).init_container(**{"example.com/gpu": "4"}), {GPU: 4}),
         (make_pod().req(cpu="0", memory="0"), {}),
         (make_pod(), {}),
-        (make_pod().req(cpu="100m").container(cpu="100m").set("spec.resources", {"requests": {"cpu": "1"}}), {"cpu": 1000}),
+        (
+            make_pod()
+            .req(cpu="100m")
+            .container(cpu="100m")
+            .set("spec.resources", {"requests": {"cpu": "1"}}),
+            {"cpu": 1000},
+        ),
         (make_pod().req(ephemeral_storage="1Gi"), {"ephemeral-storage": 1024 * Mi}),
     ],
     ids=[
@@ -122,9 +140,18 @@ def test_non_zero_defaults_do_not_leak_into_filter_requests() -> None:
     ("pod", "message"),
     [
         (_named().req(cpu="lots"), "spec.containers[0].resources.requests.cpu: invalid quantity 'lots'"),
-        (_named().limits(memory="1.5.3"), "spec.containers[0].resources.limits.memory: invalid quantity '1.5.3'"),
-        (_named().container(cpu="1").req(memory=""), "spec.containers[1].resources.requests.memory: invalid quantity ''"),
-        (_named().init_container(cpu="x"), "spec.initContainers[0].resources.requests.cpu: invalid quantity 'x'"),
+        (
+            _named().limits(memory="1.5.3"),
+            "spec.containers[0].resources.limits.memory: invalid quantity '1.5.3'",
+        ),
+        (
+            _named().container(cpu="1").req(memory=""),
+            "spec.containers[1].resources.requests.memory: invalid quantity ''",
+        ),
+        (
+            _named().init_container(cpu="x"),
+            "spec.initContainers[0].resources.requests.cpu: invalid quantity 'x'",
+        ),
         (_named().overhead(cpu="much"), "spec.overhead.cpu: invalid quantity 'much'"),
         (
             _named().set("spec.resources", {"requests": {"cpu": "?"}}),

@@ -66,7 +66,7 @@ def test_tolerates(toleration: dict[str, str], taint: Taint, expected: bool) -> 
     ids=["none", "exact", "any-effect", "wildcard", "wrong-effect", "second-toleration"],
 )
 def test_the_node_unschedulable_toleration(tolerations: list[dict[str, str]], expected: bool) -> None:
-    assert UNSCHEDULABLE_TAINT == Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
+    assert Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE) == UNSCHEDULABLE_TAINT
     assert tolerated(UNSCHEDULABLE_TAINT, tuple(Toleration.parse(t) for t in tolerations)) is expected
 
 

@@ -68,7 +68,9 @@ def build_framework(
     instances: dict[str, Plugin] = {}
     for name, (ref, point) in needed.items():
         if name not in registry:
-            raise ProfileError(_ref_path(ref, point), f"unknown plugin {name!r}; known: {', '.join(registry.names())}")
+            raise ProfileError(
+                _ref_path(ref, point), f"unknown plugin {name!r}; known: {', '.join(registry.names())}"
+            )
         try:
             factory = registry.get(name)
         except RegistryError as e:
@@ -97,10 +99,14 @@ def build_framework(
             if not isinstance(plugin, kind):
                 raise ProfileError(_ref_path(ref, point), f"plugin {ref.name!r} does not extend {point}")
             if ref.name in seen:
-                raise ProfileError(_ref_path(ref, point), f"plugin {ref.name!r} already registered as {point}")
+                raise ProfileError(
+                    _ref_path(ref, point), f"plugin {ref.name!r} already registered as {point}"
+                )
             seen.add(ref.name)
             chosen.append(plugin)
-        points[point] = _expand_multi_point(point, kind, chosen, plugin_set, plugin_sets["multiPoint"], instances)
+        points[point] = _expand_multi_point(
+            point, kind, chosen, plugin_set, plugin_sets["multiPoint"], instances
+        )
 
     if len(points["queueSort"]) != 1:
         raise ProfileError(
@@ -109,7 +115,9 @@ def build_framework(
             f"got {len(points['queueSort'])}",
         )
     if not points["bind"]:
-        raise ProfileError("spec.plugins.bind", f"at least one bind plugin is required for {spec.scheduler_name!r}")
+        raise ProfileError(
+            "spec.plugins.bind", f"at least one bind plugin is required for {spec.scheduler_name!r}"
+        )
 
     weights = _score_weights(points["score"], plugin_sets)
     framework = Framework(
@@ -166,7 +174,9 @@ def _expand_multi_point(
             overrides.add(ref.name)
             continue
         if ref.name in from_multi:
-            raise ProfileError(_ref_path(ref, "multiPoint"), f"plugin {ref.name!r} already registered as {point}")
+            raise ProfileError(
+                _ref_path(ref, "multiPoint"), f"plugin {ref.name!r} already registered as {point}"
+            )
         from_multi.append(ref.name)
     ordered = [n for n in specific_names if n in overrides]
     ordered += from_multi
@@ -184,7 +194,9 @@ def _score_weights(score_plugins: list[Plugin], plugin_sets: Mapping[str, Plugin
             continue
         weight = ref.weight or 1
         if weight * MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
-            raise ProfileError(_ref_path(ref, "score", "weight"), "total score of Score plugins could overflow")
+            raise ProfileError(
+                _ref_path(ref, "score", "weight"), "total score of Score plugins could overflow"
+            )
         weights[ref.name] = weight
         total += weight * MAX_NODE_SCORE
     for name in active - weights.keys():

@@ -202,10 +202,16 @@ class Framework:
                         message = f"node(s) didn't satisfy plugin {with_nodes[0]}"
                     else:
                         message = f"node(s) didn't satisfy plugin(s) [{' '.join(with_nodes)}] simultaneously"
-                    return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), with_nodes[0]), with_nodes
+                    return (
+                        result,
+                        Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), with_nodes[0]),
+                        with_nodes,
+                    )
         return result, None, with_nodes
 
-    def run_pre_filter_add_pod(self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo) -> None:
+    def run_pre_filter_add_pod(
+        self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
+    ) -> None:
         for plugin in self.pre_filter:
             ext = plugin.pre_filter_extensions()
             if ext is None or plugin.name in state.skip_filter_plugins:
@@ -223,7 +229,9 @@ class Framework:
                 continue
             status = ext.remove_pod(state, pod, to_remove, node)
             if status is not None and not status.is_success:
-                raise RuntimeError(f"running RemovePod on PreFilter plugin {plugin.name!r}: {status.message()}")
+                raise RuntimeError(
+                    f"running RemovePod on PreFilter plugin {plugin.name!r}: {status.message()}"
+                )
 
     def run_filter_chain(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """The per-node filter chain: the first plugin that rejects decides the node's status."""
@@ -239,7 +247,9 @@ class Framework:
                 return status.with_plugin(plugin.name)
         return None
 
-    def run_filter_with_nominated_pods(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+    def run_filter_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> Status | None:
         """Filters as if nominated pods of equal or higher priority were already on the node: the pod must
         fit with them and without them (upstream's ``RunFilterPluginsWithNominatedPods``)."""
         nominated = [
@@ -349,6 +359,8 @@ class Framework:
                 return None, _call_error(plugin, "PostFilter", e)
             if status is None or status.is_success:
                 return result, Status(Code.SUCCESS, (), plugin.name)
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:  # no later plugin can help either
+                return result, status.with_plugin(plugin.name)
             if status.code == Code.ERROR:
                 return None, status.with_plugin(plugin.name)
             if status.reasons:
@@ -424,7 +436,9 @@ class Framework:
             if status is not None and not status.is_success:
                 if status.is_rejection:
                     return status.with_plugin(plugin.name)
-                return error(f"running Reserve plugin {plugin.name!r}: {status.message()}", plugin=plugin.name)
+                return error(
+                    f"running Reserve plugin {plugin.name!r}: {status.message()}", plugin=plugin.name
+                )
         return None
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:

@@ -19,12 +19,15 @@ class WaitingPod:
         self._pending = dict(timeouts)
         self._result: asyncio.Future[Status | None] = asyncio.get_running_loop().create_future()
         self._timers = [
-            asyncio.ensure_future(self._expire(plugin, timeout, clock)) for plugin, timeout in timeouts.items()
+            asyncio.ensure_future(self._expire(plugin, timeout, clock))
+            for plugin, timeout in timeouts.items()
         ]
 
     async def _expire(self, plugin: str, timeout: float, clock: Clock) -> None:
         await clock.sleep(timeout)
-        self.reject(plugin, f"rejected due to timeout after waiting {go_duration(timeout)} at plugin {plugin}")
+        self.reject(
+            plugin, f"rejected due to timeout after waiting {go_duration(timeout)} at plugin {plugin}"
+        )
 
     def pending_plugins(self) -> list[str]:
         return list(self._pending)

@@ -93,13 +93,19 @@ class Args:
     def validate(self) -> None:
         for i, group in enumerate(self.ignored_resource_groups):
             if "/" in group:
-                raise ArgsError(f"ignoredResourceGroups[{i}]", f"resource group name can't contain '/': {group!r}")
+                raise ArgsError(
+                    f"ignoredResourceGroups[{i}]", f"resource group name can't contain '/': {group!r}"
+                )
         if self.strategy not in STRATEGIES:
-            raise ArgsError("scoringStrategy.type", f"must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+            raise ArgsError(
+                "scoringStrategy.type", f"must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}"
+            )
         seen: set[str] = set()
         for i, spec in enumerate(self.resources):
             if not 1 <= spec.weight <= 100:
-                raise ArgsError(f"scoringStrategy.resources[{i}].weight", f"must be in [1, 100], not {spec.weight}")
+                raise ArgsError(
+                    f"scoringStrategy.resources[{i}].weight", f"must be in [1, 100], not {spec.weight}"
+                )
             if spec.name in seen:
                 raise ArgsError(f"scoringStrategy.resources[{i}].name", f"duplicate resource {spec.name!r}")
             seen.add(spec.name)
@@ -109,7 +115,9 @@ class Args:
                 raise ArgsError(path, "at least one point is required")
             for i, point in enumerate(self.shape):
                 if not 0 <= point.utilization <= MAX_UTILIZATION:
-                    raise ArgsError(f"{path}[{i}].utilization", f"must be in [0, 100], not {point.utilization}")
+                    raise ArgsError(
+                        f"{path}[{i}].utilization", f"must be in [0, 100], not {point.utilization}"
+                    )
                 if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
                     raise ArgsError(f"{path}[{i}].score", f"must be in [0, 10], not {point.score}")
                 if i and point.utilization <= self.shape[i - 1].utilization:

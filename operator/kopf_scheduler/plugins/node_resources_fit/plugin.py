@@ -56,6 +56,13 @@ class _Request:
 
 _FILTER_KEY: StateKey[_Request] = StateKey("PreFilter" + NAME)
 
+#: upstream's ``fitsRequest`` checks (and reports) cpu, memory, ephemeral-storage, then scalar resources.
+_CHECK_ORDER = {res.CPU: 0, res.MEMORY: 1, res.EPHEMERAL_STORAGE: 2}
+
+
+def _check_order(item: tuple[str, int]) -> tuple[int, str]:
+    return _CHECK_ORDER.get(item[0], len(_CHECK_ORDER)), item[0]
+
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, VectorScore,
                        EnqueueExtensions):  # fmt: skip
@@ -73,17 +80,21 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
             return name not in self.ignored and name.split("/", 1)[0] not in self.ignored_groups
         return True
 
+    def _compute_request(self, pod: PodInfo) -> _Request:
+        checked = [(n, a) for n, a in pod.requests.items() if a > 0 and self._checked(n)]
+        return _Request(tuple(sorted(checked, key=_check_order)))
+
     def _request(self, state: CycleState, pod: PodInfo) -> _Request:
         found = state.get(_FILTER_KEY)
         if found is None:
-            found = _Request(tuple((n, a) for n, a in pod.requests.items() if a > 0 and self._checked(n)))
+            found = self._compute_request(pod)
             state.write(_FILTER_KEY, found)
         return found
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None]:
-        state.write(_FILTER_KEY, _Request(tuple((n, a) for n, a in pod.requests.items() if a > 0 and self._checked(n))))
+        state.write(_FILTER_KEY, self._compute_request(pod))
         return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -170,7 +181,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
     # -- requeueing ------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN)),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN)
+            ),
             ClusterEventWithHint(
                 ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_ALLOCATABLE), self._node_changed
             ),

@@ -45,7 +45,9 @@ def _shape_scores(shape: Sequence[ShapePoint], utilization: np.ndarray) -> np.nd
     return out
 
 
-def resource_scores(strategy: str, shape: Sequence[ShapePoint], requested: np.ndarray, alloc: np.ndarray) -> np.ndarray:
+def resource_scores(
+    strategy: str, shape: Sequence[ShapePoint], requested: np.ndarray, alloc: np.ndarray
+) -> np.ndarray:
     """Per-resource scores (same shape as the inputs); entries with ``alloc == 0`` are meaningless."""
     safe = np.where(alloc == 0, 1, alloc)
     if strategy == LEAST_ALLOCATED:

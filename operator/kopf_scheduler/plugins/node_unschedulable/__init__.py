@@ -42,7 +42,9 @@ class NodeUnschedulable(FilterPlugin, VectorFilter, EnqueueExtensions):
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _node_changed),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _node_changed
+            ),
             ClusterEventWithHint(ClusterEvent(Resource.POD, Action.UPDATE_POD_TOLERATION), _own_update),
         ]
 

@@ -104,7 +104,9 @@ class Args:
             for key, value in item.items():
                 kind = _CONSTRAINT_FIELDS.get(key)
                 if kind is None:
-                    raise ArgsError(f"{path}.{key}", f"unknown field; known: {', '.join(sorted(_CONSTRAINT_FIELDS))}")
+                    raise ArgsError(
+                        f"{path}.{key}", f"unknown field; known: {', '.join(sorted(_CONSTRAINT_FIELDS))}"
+                    )
                 if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
                     raise ArgsError(f"{path}.{key}", f"has the wrong type: {value!r}")
         return cls(default_constraints=tuple(dict(c) for c in constraints), defaulting_type=defaulting)
@@ -116,7 +118,9 @@ class Args:
                 f'Unsupported value: {_quote(self.defaulting_type)}: supported values: "List", "System"',
             )
         if self.defaulting_type == SYSTEM_DEFAULTING and self.default_constraints:
-            raise ArgsError("defaultingType", 'Invalid value: "System": when .defaultConstraints are not empty')
+            raise ArgsError(
+                "defaultingType", 'Invalid value: "System": when .defaultConstraints are not empty'
+            )
         seen: set[tuple[str, str]] = set()
         for i, c in enumerate(self.default_constraints):
             path = f"defaultConstraints[{i}]"
@@ -135,7 +139,8 @@ class Args:
             if action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
                 raise ArgsError(
                     f"{path}.whenUnsatisfiable",
-                    f'Unsupported value: {_quote(action)}: supported values: "DoNotSchedule", "ScheduleAnyway"',
+                    f"Unsupported value: {_quote(action)}: "
+                    'supported values: "DoNotSchedule", "ScheduleAnyway"',
                 )
             if c.get("labelSelector") is not None:
                 raise ArgsError(

@@ -78,7 +78,7 @@ def prefer_no_schedule_tolerations(tolerations: tuple[Toleration, ...]) -> tuple
     return tuple(t for t in tolerations if not t.effect or t.effect == PREFER_NO_SCHEDULE)
 
 
-def count_intolerable_prefer_no_schedule(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> int:
+def count_intolerable(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> int:
     return sum(1 for t in taints if t.effect == PREFER_NO_SCHEDULE and not tolerated(t, tolerations))
 
 
@@ -90,7 +90,8 @@ class _TaintGroups:
     taints: tuple[tuple[Taint, ...], ...]
 
 
-class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, VectorScore, EnqueueExtensions):
+class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, VectorScore,
+                      EnqueueExtensions):  # fmt: skip
     name = NAME
     has_normalize = True
 
@@ -143,7 +144,7 @@ class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, V
         return found.tolerations
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        return count_intolerable_prefer_no_schedule(node.taints, self._tolerations(state, pod))
+        return count_intolerable(node.taints, self._tolerations(state, pod))
 
     def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         groups = self._groups(table)
@@ -152,7 +153,7 @@ class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, V
         tolerations = self._tolerations(state, pod)
 
         def build() -> np.ndarray:
-            counts = [count_intolerable_prefer_no_schedule(t, tolerations) for t in groups.taints]
+            counts = [count_intolerable(t, tolerations) for t in groups.taints]
             return np.array([*counts, 0], dtype=np.int64)
 
         counts: np.ndarray = table.memo((NAME, "score", tolerations), build)
@@ -165,17 +166,23 @@ class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, V
     # -- requeueing ------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            ClusterEventWithHint(ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_TAINT), node_changed),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_TAINT), node_changed
+            ),
             ClusterEventWithHint(ClusterEvent(Resource.POD, Action.UPDATE_POD_TOLERATION), toleration_added),
         ]
+
+
+def _untolerated(node: NodeInfo, pod: PodInfo) -> bool:
+    return first_untolerated(node.taints, pod.tolerations, DO_NOT_SCHEDULE) is not None
 
 
 def node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     """Queue when the node went from untolerated (or absent) to tolerated."""
     if not isinstance(new, NodeInfo) or (old is not None and not isinstance(old, NodeInfo)):
         return QueueingHint.QUEUE
-    was_untolerated = old is None or first_untolerated(old.taints, pod.tolerations, DO_NOT_SCHEDULE) is not None
-    is_untolerated = first_untolerated(new.taints, pod.tolerations, DO_NOT_SCHEDULE) is not None
+    was_untolerated = old is None or _untolerated(old, pod)
+    is_untolerated = _untolerated(new, pod)
     return QueueingHint.QUEUE if was_untolerated and not is_untolerated else QueueingHint.SKIP
 
 

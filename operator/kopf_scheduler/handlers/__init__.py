@@ -1,0 +1,11 @@
+"""Kopf handlers: the only code that imports kopf. Thin adapters that forward watch events to the
+``SchedulerService`` kept in ``memo``; no decisions here.
+
+Pods and nodes use ``@kopf.on.event`` only and return ``None``, so Kopf never patches, annotates or
+finalizes a Pod or a Node. Run in module mode: ``kopf run -m kopf_scheduler.handlers -A --standalone``
+(or ``kopf-scheduler run``).
+"""
+
+from kopf_scheduler.handlers import lifecycle, nodes, pods, profiles
+
+__all__ = ["lifecycle", "nodes", "pods", "profiles"]

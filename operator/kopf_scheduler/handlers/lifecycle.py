@@ -1,0 +1,34 @@
+"""Start-up, clean-up and the liveness probe."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from kopf_scheduler.service import SchedulerService, ServiceConfig
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+    # Kopf would post a Kubernetes event for every handler log line; the scheduler posts its own events.
+    settings.posting.level = logging.WARNING
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    service = SchedulerService(memo.get("config") or ServiceConfig.from_env())
+    memo["service"] = service
+    await service.start()
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    service = memo.get("service")
+    if service is not None:
+        await service.stop()
+
+
+@kopf.on.probe(id="scheduler")
+def health(memo: kopf.Memo, **_: Any) -> dict[str, Any]:
+    service = memo.get("service")
+    return service.health() if service is not None else {"synced": False}

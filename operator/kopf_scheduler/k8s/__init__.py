@@ -1,0 +1,28 @@
+"""The only code that talks to the API server: connection and credentials, binding, events, pod status,
+leader election, and a few reads and status patches for the operator.
+
+Built on aiohttp (one shared session); ``kubernetes.config`` is used only to run kubeconfig exec and
+auth-provider credential plugins. Nothing here imports kopf.
+"""
+
+from kopf_scheduler.k8s.client import KubeClusterClient, parse_resource
+from kopf_scheduler.k8s.connection import ConfigError, ConnectionInfo, in_cluster, load_connection
+from kopf_scheduler.k8s.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
+from kopf_scheduler.k8s.rest import Response, RestClient, resource_path
+from kopf_scheduler.k8s.stats import ClientStats
+
+__all__ = [
+    "ClientStats",
+    "ConfigError",
+    "ConnectionInfo",
+    "KubeClusterClient",
+    "LeaderElectionConfig",
+    "LeaderElector",
+    "LeadershipLost",
+    "Response",
+    "RestClient",
+    "in_cluster",
+    "load_connection",
+    "parse_resource",
+    "resource_path",
+]

@@ -1,0 +1,219 @@
+"""``KubeClusterClient``: the scheduler's ``ClusterClient`` for a real API server, plus the few reads and
+status writes the operator needs at start-up.
+
+``bind`` is awaited by the binding cycle; ``record_scheduled`` and ``record_failure`` only enqueue (the
+background workers of ``event_recorder`` and ``pod_status`` send), so they never block a scheduling
+cycle. They may be called from another thread too: the work is then handed to the loop. Everything
+starts lazily on first use inside the running loop; ``close`` flushes what is pending, with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kopf_scheduler.framework.clock import Clock, RealClock
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.k8s.binding import DEFAULT_CONCURRENCY, Binder
+from kopf_scheduler.k8s.connection import ConnectionInfo, load_connection
+from kopf_scheduler.k8s.event_recorder import DEFAULT_QUEUE_SIZE, EventRecorder
+from kopf_scheduler.k8s.events import FLUSH_INTERVAL, NORMAL, WARNING, EventAggregator, Occurrence, pod_ref
+from kopf_scheduler.k8s.pod_status import PodStatusWriter
+from kopf_scheduler.k8s.rest import DEFAULT_TIMEOUT, MERGE_PATCH, RestClient, resource_path
+from kopf_scheduler.k8s.stats import ClientStats
+from kopf_scheduler.k8s.workers import DEFAULT_RETRY_DELAYS
+
+REPORTING_CONTROLLER = "kopf-scheduler"
+REASON_SCHEDULED = "Scheduled"
+REASON_FAILED_SCHEDULING = "FailedScheduling"
+ACTION_BINDING = "Binding"
+ACTION_SCHEDULING = "Scheduling"
+
+
+def default_reporting_instance() -> str:
+    """The pod's name (``$POD_NAME`` from the downward API, else the hostname, which is the pod name)."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+def parse_resource(resource: str) -> tuple[str, str]:
+    """``"v1/pods"`` -> ``("v1", "pods")``; ``"kopf-scheduler.io/v1alpha1/schedulingprofiles"`` ->
+    ``("kopf-scheduler.io/v1alpha1", "schedulingprofiles")``."""
+    parts = resource.strip("/").split("/")
+    if len(parts) == 2 and parts[0] == "v1":
+        return "v1", parts[1]
+    if len(parts) == 3 and all(parts):
+        return f"{parts[0]}/{parts[1]}", parts[2]
+    raise ValueError(f"resource {resource!r}: expected 'v1/<plural>' or '<group>/<version>/<plural>'")
+
+
+class KubeClusterClient:
+    def __init__(
+        self,
+        connection: ConnectionInfo | RestClient,
+        *,
+        bind_concurrency: int = DEFAULT_CONCURRENCY,
+        request_timeout: float = DEFAULT_TIMEOUT,
+        reporting_controller: str = REPORTING_CONTROLLER,
+        reporting_instance: str | None = None,
+        event_queue_size: int = DEFAULT_QUEUE_SIZE,
+        event_workers: int = 4,
+        status_workers: int = 4,
+        series_flush_interval: float = FLUSH_INTERVAL,
+        retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS,
+        clock: Clock | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        if isinstance(connection, RestClient):
+            self.rest = connection
+        else:
+            # room for every binding plus the event and status workers and a few reads
+            connections = bind_concurrency + event_workers + status_workers + 8
+            self.rest = RestClient(connection, connections=connections, timeout=request_timeout)
+        self.clock = clock if clock is not None else RealClock()
+        self.binder = Binder(self.rest, concurrency=bind_concurrency)
+        aggregator = EventAggregator(
+            self.clock,
+            reporting_controller,
+            reporting_instance or default_reporting_instance(),
+            flush_interval=series_flush_interval,
+            wall=wall,
+        )
+        self.events = EventRecorder(
+            self.rest, aggregator, self.clock, queue_size=event_queue_size, workers=event_workers,
+            retry_delays=retry_delays,
+        )  # fmt: skip
+        self.pod_status = PodStatusWriter(
+            self.rest, self.clock, workers=status_workers, retry_delays=retry_delays, wall=wall
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_environment(
+        cls, kubeconfig: str | Path | None = None, *, context: str | None = None, **options: Any
+    ) -> KubeClusterClient:
+        """Connect as ``load_connection`` finds: a kubeconfig, ``$KUBECONFIG``, in-cluster, ``~/.kube``."""
+        return cls(load_connection(kubeconfig, context=context), **options)
+
+    @property
+    def stats(self) -> ClientStats:
+        return self.rest.stats
+
+    @property
+    def connection(self) -> ConnectionInfo:
+        return self.rest.info
+
+    # -- ClusterClient -------------------------------------------------------------------------------
+
+    async def bind(self, pod: PodInfo, node_name: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.binder.bind(pod, node_name)
+
+    def record_scheduled(self, pod: PodInfo, node_name: str) -> None:
+        self._in_loop(self._record_scheduled, pod, node_name)
+
+    def record_failure(
+        self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None
+    ) -> None:
+        self._in_loop(self._record_failure, pod, reason, message, nominated_node_name)
+
+    def _record_scheduled(self, pod: PodInfo, node_name: str) -> None:
+        self.pod_status.forget(pod)
+        note = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
+        self.events.record(Occurrence(pod_ref(pod), NORMAL, REASON_SCHEDULED, ACTION_BINDING, note))
+
+    def _record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
+        self.events.record(
+            Occurrence(pod_ref(pod), WARNING, REASON_FAILED_SCHEDULING, ACTION_SCHEDULING, message)
+        )
+        self.pod_status.record_failure(pod, reason, message, nominated)
+
+    def _in_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None:
+            self._loop = running
+        elif self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(fn, *args)  # called from another thread
+            return
+        fn(*args)
+
+    # -- for the operator: start-up reads and the SchedulingProfile status ---------------------------
+
+    async def get(self, resource: str, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object as JSON, or None when it does not exist; ``APIError`` otherwise."""
+        group_version, plural = parse_resource(resource)
+        path = resource_path(group_version, plural, name, namespace=namespace)
+        response = await self.rest.request("GET", path)
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise response.error_for(f"GET {path}")
+        data = response.json()
+        return data if isinstance(data, dict) else None
+
+    async def list(
+        self,
+        resource: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> list[dict[str, Any]]:
+        """Every object (following ``continue`` tokens), each with ``apiVersion`` and ``kind`` set."""
+        group_version, plural = parse_resource(resource)
+        path = resource_path(group_version, plural, namespace=namespace)
+        params: dict[str, str] = {"limit": str(page_size)}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        items: list[dict[str, Any]] = []
+        while True:
+            data = await self.rest.get_json(path, params)
+            kind = str(data.get("kind") or "").removesuffix("List")
+            for item in data.get("items") or ():
+                item.setdefault("apiVersion", data.get("apiVersion", group_version))
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (data.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            params["continue"] = token
+
+    async def patch_status(
+        self, resource: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
+    ) -> dict[str, Any]:
+        """JSON-merge-patch the ``status`` subresource (custom resources accept no strategic merge);
+        returns the updated object."""
+        group_version, plural = parse_resource(resource)
+        path = resource_path(group_version, plural, name, namespace=namespace, subresource="status")
+        response = await self.rest.request("PATCH", path, {"status": dict(status)}, content_type=MERGE_PATCH)
+        if response.status != 200:
+            raise response.error_for(f"PATCH {path}")
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    async def close(self, timeout: float = 5.0) -> bool:
+        """Send what is pending (events, series counts, status patches) within ``timeout`` seconds, then
+        close the connections; True when nothing was left unsent."""
+        deadline = time.monotonic() + timeout
+        events_done = await self.events.close(timeout)
+        status_done = await self.pod_status.close(max(0.0, deadline - time.monotonic()))
+        await self.rest.close()
+        return events_done and status_done
+
+    async def __aenter__(self) -> KubeClusterClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,243 @@
+"""Where the API server is and how to authenticate to it: ``ConnectionInfo``, and loading it from a
+kubeconfig or from the pod's service account.
+
+Lookup order (``load_connection``): an explicit kubeconfig path, then ``$KUBECONFIG``, then the in-cluster
+service account, then ``~/.kube/config``. Bearer tokens read from files (the service account's projected
+token, a kubeconfig ``tokenFile``) are re-read every minute, as client-go's cached file token source does,
+so a rotated token is picked up without a restart; a 401 makes the client call ``reload()``, which
+re-reads everything from the original source (token, CA, client certificates).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import ssl
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+#: how long a token read from a file is trusted before the file is read again (client-go: 1 minute).
+TOKEN_FILE_REFRESH = 60.0
+DEFAULT_KUBECONFIG = Path("~/.kube/config")
+
+
+class ConfigError(Exception):
+    """No usable cluster configuration: the message names the file and the missing or bad field."""
+
+
+class TokenSource(Protocol):
+    def token(self) -> str:
+        """The current bearer token ('' for none)."""
+
+    def invalidate(self) -> None:
+        """Forget any cached token (the server answered 401)."""
+
+
+@dataclass
+class StaticToken:
+    value: str
+
+    def token(self) -> str:
+        return self.value
+
+    def invalidate(self) -> None:
+        return None
+
+
+@dataclass
+class FileToken:
+    """A token kept in a file that something else rotates (kubelet for projected service-account tokens)."""
+
+    path: Path
+    refresh: float = TOKEN_FILE_REFRESH
+    now: Callable[[], float] = time.monotonic
+    _value: str = field(default="", repr=False)
+    _read_at: float | None = field(default=None, repr=False)
+
+    def token(self) -> str:
+        now = self.now()
+        if self._read_at is None or now - self._read_at >= self.refresh:
+            try:
+                self._value = self.path.read_text().strip()
+            except OSError as e:
+                if self._read_at is None:
+                    raise ConfigError(f"{self.path}: cannot read token: {e}") from None
+                # keep the last good token: the file is being replaced; try again next time
+            self._read_at = now
+        return self._value
+
+    def invalidate(self) -> None:
+        self._read_at = None
+
+
+@dataclass
+class CallableToken:
+    """A token produced by code (an exec credential plugin run through the ``kubernetes`` package)."""
+
+    fetch: Callable[[], str]
+
+    def token(self) -> str:
+        return self.fetch()
+
+    def invalidate(self) -> None:
+        return None
+
+
+@dataclass
+class ConnectionInfo:
+    server: str
+    ca_data: bytes | None = None  # PEM; None means the system trust store
+    insecure: bool = False
+    tls_server_name: str | None = None
+    client_cert: bytes | None = None  # PEM
+    client_key: bytes | None = None  # PEM
+    token: TokenSource | None = None
+    username: str | None = None
+    password: str | None = None
+    default_namespace: str = "default"
+    #: where this came from, for messages: ``in-cluster`` or ``kubeconfig <path> (context <name>)``.
+    source: str = ""
+    reloader: Callable[[], ConnectionInfo] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.server = self.server.rstrip("/")
+        if not self.server.startswith(("https://", "http://")):
+            raise ConfigError(f"{self.source or 'connection'}: server {self.server!r} is not an http(s) URL")
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS settings for aiohttp (None for plain http)."""
+        if not self.server.startswith("https://"):
+            return None
+        # without cadata the system trust store is used
+        ctx = ssl.create_default_context(cadata=self.ca_data.decode() if self.ca_data else None)
+        if self.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if self.client_cert and self.client_key:
+            load_cert_chain(ctx, self.client_cert, self.client_key)
+        return ctx
+
+    def auth_headers(self) -> dict[str, str]:
+        token = self.token.token() if self.token is not None else ""
+        if token:
+            return {"Authorization": f"Bearer {token}"}
+        if self.username is not None and self.password is not None:
+            pair = f"{self.username}:{self.password}".encode()
+            return {"Authorization": "Basic " + base64.b64encode(pair).decode("ascii")}
+        return {}
+
+    @property
+    def tls_material(self) -> tuple[bytes | None, bytes | None, bytes | None, bool, str | None]:
+        """What the SSL context is built from: a change means the connection pool must be rebuilt."""
+        return (self.ca_data, self.client_cert, self.client_key, self.insecure, self.tls_server_name)
+
+    def reload(self) -> ConnectionInfo:
+        """Fresh credentials from the original source (after a 401); self when there is no source."""
+        if self.token is not None:
+            self.token.invalidate()
+        return self.reloader() if self.reloader is not None else self
+
+
+def load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """``ssl`` reads client certificates only from files: write them to private temporary files (in
+    memory-backed /dev/shm when there is one) for the moment it takes to load them."""
+    shm = Path("/dev/shm")
+    directory = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    paths: list[str] = []
+    try:
+        for data in (cert, key):
+            fd, path = tempfile.mkstemp(prefix="kopf-scheduler-", suffix=".pem", dir=directory)
+            paths.append(path)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        ctx.load_cert_chain(paths[0], paths[1])
+    except (ssl.SSLError, OSError) as e:
+        raise ConfigError(f"client certificate/key cannot be loaded: {e}") from None
+    finally:
+        for path in paths:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def is_in_cluster(env: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR) -> bool:
+    env = os.environ if env is None else env
+    return (
+        bool(env.get("KUBERNETES_SERVICE_HOST") and env.get("KUBERNETES_SERVICE_PORT"))
+        and (sa_dir / "token").is_file()
+    )
+
+
+def in_cluster(env: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCOUNT_DIR) -> ConnectionInfo:
+    """The pod's service account: ``$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT``, its CA, its
+    (rotating) token and its namespace."""
+    env = dict(os.environ if env is None else env)
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        raise ConfigError("in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set")
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    token_file = sa_dir / "token"
+    if not token_file.is_file():
+        raise ConfigError(f"in-cluster: {token_file} does not exist")
+    ca_file = sa_dir / "ca.crt"
+    try:
+        ca_data = ca_file.read_bytes()
+    except OSError as e:
+        raise ConfigError(f"in-cluster: {ca_file}: {e}") from None
+    try:
+        namespace = (sa_dir / "namespace").read_text().strip() or "default"
+    except OSError:
+        namespace = "default"
+    token = FileToken(token_file)
+    token.token()  # fail now, not at the first request, when it cannot be read
+    return ConnectionInfo(
+        server=f"https://{host}:{port}",
+        ca_data=ca_data,
+        token=token,
+        default_namespace=namespace,
+        source="in-cluster",
+        reloader=lambda: in_cluster(env, sa_dir),
+    )
+
+
+def load_connection(
+    kubeconfig: str | Path | None = None,
+    *,
+    context: str | None = None,
+    env: Mapping[str, str] | None = None,
+    sa_dir: Path = SERVICE_ACCOUNT_DIR,
+) -> ConnectionInfo:
+    """An explicit kubeconfig, else ``$KUBECONFIG``, else the in-cluster service account, else
+    ``~/.kube/config``."""
+    from kopf_scheduler.k8s import kubeconfig as kc
+
+    env = os.environ if env is None else env
+    if kubeconfig is not None:
+        return kc.load(kubeconfig, context=context)
+    if env.get("KUBECONFIG"):
+        return kc.load(env["KUBECONFIG"], context=context)
+    if is_in_cluster(env, sa_dir):
+        return in_cluster(env, sa_dir)
+    default = DEFAULT_KUBECONFIG.expanduser()
+    if default.is_file():
+        return kc.load(default, context=context)
+    raise ConfigError("no cluster configuration: pass a kubeconfig, set KUBECONFIG, or run in a cluster")
+
+
+__all__ = [
+    "CallableToken",
+    "ConfigError",
+    "ConnectionInfo",
+    "FileToken",
+    "StaticToken",
+    "TokenSource",
+    "in_cluster",
+    "is_in_cluster",
+    "load_connection",
+]

@@ -1,0 +1,164 @@
+"""Writing ``PodScheduled=False`` and ``nominatedNodeName`` in the background, without repeating itself.
+
+``record_failure`` compares the wanted status with what the pod is known to hold: first what we last
+patched (the scheduler's copy of the pod lags behind our own patches until the watch delivers them),
+else the pod object the scheduler has. Nothing is sent when nothing changes, which is the common case
+of a pod that keeps failing for the same reason. Patches for one pod that wait to be sent are merged
+into one, so the queue holds at most one entry per pod and needs no bound; a pod that gets bound
+meanwhile has its waiting patch cancelled. Retries follow upstream's ``PatchPodStatus``: conflicts,
+server errors and no answer are retried a few times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kopf_scheduler.framework.clock import Clock
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.k8s.conditions import (
+    POD_SCHEDULED,
+    find_condition,
+    merge_patches,
+    pod_scheduled_false,
+    status_patch,
+)
+from kopf_scheduler.k8s.rest import STRATEGIC_MERGE_PATCH, RestClient, resource_path
+from kopf_scheduler.k8s.timestamps import rfc3339
+from kopf_scheduler.k8s.workers import DEFAULT_RETRY_DELAYS, WorkerPool, retriable, with_retries
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WORKERS = 4
+#: pods whose last patched status is remembered
+DEFAULT_MEMORY = 50_000
+
+
+@dataclass
+class _Known:
+    condition: Mapping[str, Any] | None = None
+    nominated: str | None = None
+
+
+@dataclass
+class _Pending:
+    namespace: str
+    name: str
+    patch: dict[str, Any]
+
+
+class PodStatusWriter:
+    def __init__(
+        self,
+        rest: RestClient,
+        clock: Clock,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        memory: int = DEFAULT_MEMORY,
+        retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.rest = rest
+        self.clock = clock
+        self.memory = memory
+        self.retry_delays = tuple(retry_delays)
+        self.wall = wall
+        self.known: OrderedDict[str, _Known] = OrderedDict()
+        self.pending: dict[str, _Pending] = {}
+        self.in_flight: set[str] = set()
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self.pool = WorkerPool("pod-status", self.queue, self._handle, workers)
+
+    def view(self, pod: PodInfo) -> dict[str, Any]:
+        """The pod's status as far as we know: its object overlaid with what we patched since."""
+        status = dict(pod.raw.get("status") or {})
+        known = self.known.get(pod.uid)
+        if known is not None:
+            if known.condition is not None:
+                conditions = list(status.get("conditions") or ())
+                index, _ = find_condition(conditions, POD_SCHEDULED)
+                if index >= 0:
+                    conditions[index] = known.condition
+                else:
+                    conditions.append(known.condition)
+                status["conditions"] = conditions
+            if known.nominated is not None:
+                status["nominatedNodeName"] = known.nominated
+        return status
+
+    def record_failure(
+        self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None
+    ) -> None:
+        generation = (pod.raw.get("metadata") or {}).get("generation")
+        condition = pod_scheduled_false(reason, message, generation if isinstance(generation, int) else None)
+        patch = status_patch(self.view(pod), condition, nominated_node_name, rfc3339(self.wall()))
+        stats = self.rest.stats
+        if patch is None:
+            stats.status_patches_skipped += 1
+            return
+        self._remember(pod.uid, patch["status"])
+        waiting = self.pending.get(pod.uid)
+        if waiting is not None:
+            waiting.patch = merge_patches(waiting.patch, patch)
+            stats.status_patches_coalesced += 1
+        else:
+            self.pending[pod.uid] = _Pending(pod.namespace, pod.name, patch)
+            if pod.uid not in self.in_flight:  # else queued when that patch is done: keeps the order
+                self.queue.put_nowait(pod.uid)
+        self.pool.ensure_started()
+
+    def forget(self, pod: PodInfo) -> None:
+        """The pod is bound: drop what we remember and any patch still waiting."""
+        self.known.pop(pod.uid, None)
+        self.pending.pop(pod.uid, None)
+
+    def _remember(self, uid: str, status: Mapping[str, Any]) -> None:
+        known = self.known.pop(uid, None) or _Known()
+        for condition in status.get("conditions") or ():
+            if condition.get("type") == POD_SCHEDULED:
+                known.condition = condition
+        if "nominatedNodeName" in status:
+            known.nominated = status["nominatedNodeName"] or ""
+        self.known[uid] = known  # most recent last
+        while len(self.known) > self.memory:
+            self.known.popitem(last=False)
+
+    async def _handle(self, item: object) -> None:
+        uid = str(item)
+        pending = self.pending.pop(uid, None)
+        if pending is None:
+            return  # cancelled (the pod was bound)
+        path = resource_path("v1", "pods", pending.name, namespace=pending.namespace, subresource="status")
+        self.in_flight.add(uid)
+        try:
+            response = await with_retries(
+                lambda: self.rest.request("PATCH", path, pending.patch, content_type=STRATEGIC_MERGE_PATCH),
+                self.clock,
+                self.retry_delays,
+                should_retry=lambda r: retriable(r.status) or r.status == 409,
+            )
+        finally:
+            self.in_flight.discard(uid)
+            if uid in self.pending:
+                self.queue.put_nowait(uid)
+        stats = self.rest.stats
+        if response.status == 200:
+            stats.status_patches_sent += 1
+            return
+        # unknown state now: the next failure compares with the pod object again
+        self.known.pop(uid, None)
+        if response.status != 404:  # a deleted pod needs no status
+            stats.status_patch_errors += 1
+            logger.warning(
+                "status of pod %s/%s not patched: %s", pending.namespace, pending.name, response.message()
+            )
+
+    async def close(self, timeout: float) -> bool:
+        done = await self.pool.drain(timeout)
+        await self.pool.stop()
+        return done

@@ -1,0 +1,142 @@
+"""Prometheus metrics under kube-scheduler's names and buckets (``pkg/scheduler/metrics/metrics.go``),
+so existing dashboards and alerts work unchanged.
+
+Fed by the scheduler's hooks (bound, failed, extension-point timings); queue and cache sizes are read
+when the endpoint is scraped, so they cost nothing between scrapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import INF
+
+from kopf_scheduler.framework.pod_info import QueuedPodInfo
+
+if TYPE_CHECKING:
+    from kopf_scheduler.scheduler import Scheduler
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)] + [INF]
+
+
+class _StateCollector(Collector):
+    """Gauges read at scrape time: pending pods per queue and the cache's size."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        pending = GaugeMetricFamily(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "
+            "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+            "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the "
+            "number of unschedulable pods that the scheduler never attempted to schedule because they "
+            "are gated.",
+            labels=["queue"],
+        )
+        for queue, count in self.scheduler.queue.counts().items():
+            pending.add_metric([queue], count)
+        yield pending
+        cache = GaugeMetricFamily(
+            "scheduler_scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            labels=["type"],
+        )
+        cache.add_metric(["nodes"], self.scheduler.cache.node_count())
+        cache.add_metric(["pods"], self.scheduler.cache.pod_count())
+        cache.add_metric(["assumed_pods"], self.scheduler.cache.assumed_count())
+        yield cache
+
+
+class SchedulerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
+            "scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"],
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=r,
+        )
+        self.sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue "
+            "and might involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=exponential_buckets(0.01, 2, 20),
+            registry=r,
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=exponential_buckets(1, 2, 5),
+            registry=r,
+        )
+        self.extension_point = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=exponential_buckets(0.0001, 2, 12),
+            registry=r,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now", registry=r
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=exponential_buckets(1, 2, 7),
+            registry=r,
+        )
+
+    def attach(self, scheduler: Scheduler) -> None:
+        """Subscribes to the scheduler's hooks and exports its queue and cache sizes."""
+        self.registry.register(_StateCollector(scheduler))
+        clock = scheduler.clock
+
+        def bound(qp: QueuedPodInfo, node: str, started: float) -> None:
+            profile = qp.pod.scheduler_name
+            self.schedule_attempts.labels("scheduled", profile).inc()
+            self.attempt_duration.labels("scheduled", profile).observe(_since(started))
+            attempts = qp.attempts
+            self.sli_duration.labels("15+" if attempts >= 15 else str(attempts)).observe(
+                max(0.0, clock.now() - qp.initial_timestamp)
+            )
+            self.pod_attempts.observe(attempts)
+
+        def failed(qp: QueuedPodInfo, reason: str, message: str, result: str, started: float) -> None:
+            profile = qp.pod.scheduler_name
+            self.schedule_attempts.labels(result, profile).inc()
+            self.attempt_duration.labels(result, profile).observe(_since(started))
+
+        def extension(point: str, status: str, profile: str, seconds: float) -> None:
+            self.extension_point.labels(point, status, profile).observe(seconds)
+
+        scheduler.bound_hooks.append(bound)
+        scheduler.failed_hooks.append(failed)
+        scheduler.extension_hooks.append(extension)
+
+    def serve(self, port: int, address: str = "0.0.0.0") -> None:
+        """Serves ``/metrics`` on ``port`` from a background thread."""
+        start_http_server(port, addr=address, registry=self.registry)
+
+
+def _since(started: float) -> float:
+    from kopf_scheduler.schedule_one import now
+
+    return max(0.0, now() - started)

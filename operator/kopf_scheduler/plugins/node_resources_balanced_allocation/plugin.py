@@ -1,0 +1,158 @@
+"""NodeResourcesBalancedAllocation: prefers nodes whose usage fractions of the configured resources
+(cpu and memory by default) would be close to each other after placing the pod
+(``noderesources/balanced_allocation.go`` and ``resource_allocation.go`` upstream, ``useRequested``).
+
+Per resource with allocatable > 0: ``f = min((node requested + pod request) / allocatable, 1)``, using
+real requests (not the 100m / 200 MiB stand-ins NodeResourcesFit scores with). ``std`` is
+``|f1 - f2| / 2`` for two fractions, the population standard deviation for more, 0 for fewer; the score
+is ``int((1 - std) * 100)``. Extended (scalar) resources count only when the pod requests them.
+Pre-score skips pods that request none of the resources (best-effort pods, kubernetes#129138).
+
+The vectorised score repeats the per-node floating-point operations in the same order, so both forms
+give identical integers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kopf_scheduler.framework import resources as res
+from kopf_scheduler.framework.cycle_state import CycleState, StateKey
+from kopf_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    NodeSet,
+    PreScorePlugin,
+    ScorePlugin,
+    VectorScore,
+)
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import SKIP, Status
+from kopf_scheduler.plugins import names
+from kopf_scheduler.plugins.node_resources_balanced_allocation.args import Args
+
+NAME = names.NODE_RESOURCES_BALANCED_ALLOCATION
+_ALWAYS_COUNTED = frozenset({res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE})
+
+
+@dataclass(frozen=True, slots=True)
+class _PreScoreState:
+    #: the pod's requests, in the order of ``Args.resources``
+    requests: tuple[int, ...]
+
+    def clone(self) -> _PreScoreState:
+        return self
+
+
+_PRE_SCORE_KEY: StateKey[_PreScoreState] = StateKey("PreScore" + NAME)
+
+
+def _is_scalar(name: str) -> bool:
+    # upstream's IsScalarResourceName: extended, hugepages, attachable volumes, prefixed native resources
+    return res.is_scalar(name) or "kubernetes.io/" in name
+
+
+def balanced_score(requested: list[int], allocatable: list[int]) -> int:
+    """``balancedResourceScorer``: resources with zero allocatable are left out."""
+    fractions: list[float] = []
+    total = 0.0
+    for req, alloc in zip(requested, allocatable, strict=True):
+        if alloc == 0:
+            continue
+        fraction = min(float(req) / float(alloc), 1.0)
+        total += fraction
+        fractions.append(fraction)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = total / len(fractions)
+        squares = 0.0
+        for fraction in fractions:
+            squares = squares + (fraction - mean) * (fraction - mean)
+        std = math.sqrt(squares / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore):
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        self.resources = [spec.name for spec in args.resources]
+
+    def _pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
+        return tuple(pod.requests.get(name, 0) for name in self.resources)
+
+    def _counted(self, name: str, pod_amount: int) -> bool:
+        return name in _ALWAYS_COUNTED or (pod_amount != 0 and _is_scalar(name))
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeSet) -> Status | None:
+        requests = self._pod_requests(pod)
+        if not any(requests):
+            return SKIP  # best-effort: scoring it would pile such pods onto the emptiest node
+        state.write(_PRE_SCORE_KEY, _PreScoreState(requests))
+        return None
+
+    def _requests(self, state: CycleState, pod: PodInfo) -> tuple[int, ...]:
+        found = state.get(_PRE_SCORE_KEY)
+        return found.requests if found is not None else self._pod_requests(pod)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        pod_requests = self._requests(state, pod)
+        if not any(pod_requests):
+            return 0
+        requested, allocatable = [], []
+        for name, pod_amount in zip(self.resources, pod_requests, strict=True):
+            alloc = node.allocatable.get(name, 0) if self._counted(name, pod_amount) else 0
+            allocatable.append(alloc)
+            requested.append(node.requested.get(name, 0) + pod_amount if alloc else 0)
+        return balanced_score(requested, allocatable)
+
+    def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        pod_requests = self._requests(state, pod)
+        n = len(rows)
+        if not any(pod_requests):
+            return np.zeros(n, dtype=np.int64)
+        columns: list[tuple[np.ndarray, np.ndarray]] = []  # (fraction, valid) per resource, in order
+        for name, pod_amount in zip(self.resources, pod_requests, strict=True):
+            col = table.column.get(name)
+            if col is None or not self._counted(name, pod_amount):
+                continue
+            alloc = table.allocatable[rows, col]
+            valid = alloc != 0
+            requested = (table.requested[rows, col] + pod_amount).astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                fraction = np.minimum(requested / alloc.astype(np.float64), 1.0)
+            columns.append((np.where(valid, fraction, 0.0), valid))
+        return _vector_scores(columns, n)
+
+
+def _vector_scores(columns: list[tuple[np.ndarray, np.ndarray]], n: int) -> np.ndarray:
+    count = np.zeros(n, dtype=np.int64)
+    total = np.zeros(n)
+    first = np.zeros(n)
+    second = np.zeros(n)
+    for fraction, valid in columns:  # the same additions, in the same order, as the per-node form
+        total = total + fraction
+        first = np.where(valid & (count == 0), fraction, first)
+        second = np.where(valid & (count == 1), fraction, second)
+        count += valid
+    safe = np.maximum(count, 1).astype(np.float64)
+    mean = total / safe
+    squares = np.zeros(n)
+    for fraction, valid in columns:
+        deviation = fraction - mean
+        squares = squares + np.where(valid, deviation * deviation, 0.0)
+    std = np.where(
+        count == 2, np.abs((first - second) / 2), np.where(count > 2, np.sqrt(squares / safe), 0.0)
+    )
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def new(args: Args, handle: Any) -> NodeResourcesBalancedAllocation:
+    return NodeResourcesBalancedAllocation(args)

@@ -1,0 +1,173 @@
+"""The scheduler as a service in a cluster: connects to the API server, fills the cache from the initial
+lists, serves SchedulingProfiles, exports metrics, and runs the scheduling loop while it holds the
+leader Lease. Kopf's handlers (``handlers/``) only forward watch events here.
+
+Guards: no scheduling decision before the initial lists of nodes and pods are in the cache; the loop runs
+only while this instance leads (a standby keeps its cache warm and takes over when the Lease expires);
+losing the Lease stops the loop at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
+from kopf_scheduler.k8s import KubeClient, LeaderElector, load_connection
+from kopf_scheduler.metrics import SchedulerMetrics
+from kopf_scheduler.profile_manager import ProfileManager
+from kopf_scheduler.scheduler import Scheduler
+
+log = logging.getLogger("kopf_scheduler")
+
+ENV_PREFIX = "KOPF_SCHEDULER_"
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(ENV_PREFIX + name, default)
+
+
+@dataclass
+class ServiceConfig:
+    kubeconfig: str | None = None
+    #: the name the built-in default profile serves when no SchedulingProfile claims it ("" = none)
+    default_scheduler_name: str = "kopf-scheduler"
+    leader_elect: bool = True
+    lease_namespace: str = "kube-system"
+    lease_name: str = "kopf-scheduler"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
+    metrics_port: int = 0
+    bind_concurrency: int = 64
+    percentage_of_nodes_to_score: int = 0
+
+    @classmethod
+    def from_env(cls) -> ServiceConfig:
+        """Settings from ``KOPF_SCHEDULER_*`` variables (``kopf-scheduler run`` sets them from its flags)."""
+        return cls(
+            kubeconfig=os.environ.get("KUBECONFIG") or None,
+            default_scheduler_name=_env("DEFAULT_SCHEDULER_NAME", "kopf-scheduler"),
+            leader_elect=_env("LEADER_ELECT", "true").lower() in ("1", "true", "yes"),
+            lease_namespace=_env("LEASE_NAMESPACE", "kube-system"),
+            lease_name=_env("LEASE_NAME", "kopf-scheduler"),
+            lease_duration=float(_env("LEASE_DURATION", "15")),
+            renew_deadline=float(_env("RENEW_DEADLINE", "10")),
+            retry_period=float(_env("RETRY_PERIOD", "2")),
+            identity=_env("IDENTITY", f"{socket.gethostname()}_{os.getpid()}"),
+            metrics_port=int(_env("METRICS_PORT", "0")),
+            bind_concurrency=int(_env("BIND_CONCURRENCY", "64")),
+            percentage_of_nodes_to_score=int(_env("PERCENTAGE_OF_NODES_TO_SCORE", "0")),
+        )
+
+
+class SchedulerService:
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.client = KubeClient(load_connection(config.kubeconfig), bind_concurrency=config.bind_concurrency)
+        self.scheduler = Scheduler(self.client, percentage_of_nodes_to_score=config.percentage_of_nodes_to_score)
+        self.client.scheduler_name_for = lambda pod: pod.scheduler_name
+        self.metrics = SchedulerMetrics()
+        self.metrics.attach(self.scheduler)
+        self.profiles = ProfileManager(self.scheduler, self._write_profile_status, config.default_scheduler_name)
+        self.synced = asyncio.Event()
+        self.leading = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._loop_task: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.config.metrics_port:
+            self.metrics.serve(self.config.metrics_port)
+        await self.profiles.reconcile()
+        await self._initial_sync()
+        self._tasks.append(asyncio.create_task(self.scheduler.queue.run(), name="queue-flush"))
+        if self.config.leader_elect:
+            elector = LeaderElector(
+                self.client.rest,
+                namespace=self.config.lease_namespace,
+                name=self.config.lease_name,
+                identity=self.config.identity,
+                lease_duration=self.config.lease_duration,
+                renew_deadline=self.config.renew_deadline,
+                retry_period=self.config.retry_period,
+            )
+            self._tasks.append(
+                asyncio.create_task(elector.run(self._started_leading, self._stopped_leading), name="leader")
+            )
+        else:
+            await self._started_leading()
+
+    async def _initial_sync(self) -> None:
+        """Lists nodes, pods and profiles before the first decision (watch events then only update)."""
+        for obj in await self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{PLURAL}"):
+            await self.profiles.on_event(None, obj)
+        nodes = await self.client.list_objects("/api/v1/nodes")
+        for node in nodes:
+            self.scheduler.add_node(node)
+        pods = await self.client.list_objects("/api/v1/pods")
+        for pod in pods:
+            self.scheduler.add_pod(pod)
+        log.info("initial lists: %d nodes, %d pods, profiles serving %s", len(nodes), len(pods), self.profiles.serving())
+        self.synced.set()
+
+    async def _started_leading(self) -> None:
+        log.info("leading as %s: scheduling starts", self.config.identity)
+        self.leading.set()
+        self._loop_task = asyncio.create_task(self.scheduler.run(), name="scheduling-loop")
+
+    async def _stopped_leading(self) -> None:
+        log.warning("lost the lease as %s: scheduling stops", self.config.identity)
+        self.leading.clear()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._loop_task
+            self._loop_task = None
+
+    async def stop(self) -> None:
+        await self._stopped_leading()
+        self.scheduler.close()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.scheduler.wait_for_bindings(), timeout=5)
+        await self.client.close()
+
+    # -- watch events (from the handlers) --------------------------------------------------------------
+    def node_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
+        if kind == "DELETED":
+            self.scheduler.delete_node(str((obj.get("metadata") or {}).get("name") or ""))
+        else:
+            self.scheduler.update_node(obj)
+
+    def pod_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
+        if kind == "DELETED":
+            self.scheduler.delete_pod(obj)
+        else:
+            self.scheduler.update_pod(None, obj)
+
+    async def profile_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
+        await self.profiles.on_event(kind, obj)
+
+    async def _write_profile_status(self, name: str, status: dict[str, Any]) -> None:
+        await self.client.patch_status(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}", status)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "synced": self.synced.is_set(),
+            "leading": self.leading.is_set(),
+            "profiles": self.profiles.serving(),
+            "queue": self.scheduler.queue.counts(),
+            "nodes": self.scheduler.cache.node_count(),
+        }
