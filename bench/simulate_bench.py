@@ -54,6 +54,17 @@ def anti_affinity_pod(name: str, namespace: str) -> Any:
     )
 
 
+def spread_pod(name: str) -> Any:
+    """scheduler_perf's TopologySpreading shape: one hard zone constraint over the pods' own label."""
+    constraint = {
+        "maxSkew": 1,
+        "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": "spread"}},
+    }
+    return basic_pod(name).label("app", "spread").spread(constraint)
+
+
 WORKLOADS = {
     # name: (builder of a measured pod, initial pods[, builder of an initial pod (bound by build)])
     "SchedulingBasic": (lambda i: basic_pod(f"pod-{i}").obj(), 1000),
@@ -61,6 +72,11 @@ WORKLOADS = {
         lambda i: anti_affinity_pod(f"pod-{i}", "sched-1").obj(),
         1000,
         lambda i: anti_affinity_pod(f"init-{i}", "sched-0"),
+    ),
+    "TopologySpreading": (
+        lambda i: spread_pod(f"pod-{i}").obj(),
+        5000,
+        lambda i: basic_pod(f"init-{i}").label("app", "spread"),
     ),
 }
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_event_message
-from kopf_scheduler.framework.interface import NodeSet
+from kopf_scheduler.framework.interface import NodeSet, PostFilterResult
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.runtime.framework import Framework, ScoreBreakdown
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable
@@ -164,7 +164,8 @@ def _rejectors(diagnosis: Diagnosis) -> None:
 
 
 def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, started: float) -> Any:
-    """Runs the synchronous part; returns the binding-cycle coroutine, or None when the pod failed."""
+    """Runs the synchronous part; returns the binding-cycle coroutine (or, after a preemption, the
+    coroutine finishing its API calls and the pod's failure report), or None when the pod failed."""
     pod = qp.pod
     state = CycleState()
     sched.cache.update_snapshot(sched.snapshot)
@@ -176,17 +177,27 @@ def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, starte
         nominated: str | None = None
         if fwk.post_filter:
             post_started = now()
-            post_result, status = fwk.run_post_filter(
-                state, pod, fit_error.diagnosis.node_statuses or _NoStatuses()
+            post_result, post_status = fwk.run_post_filter(
+                state,
+                pod,
+                fit_error.diagnosis.node_statuses or _NoStatuses(fit_error.diagnosis.absent_status),
             )
-            sched.observe("PostFilter", status, fwk.profile_name, post_started)
-            if status.code == Code.ERROR:
+            sched.observe("PostFilter", post_status, fwk.profile_name, post_started)
+            if post_status.code == Code.ERROR:
                 sched.explain_failure(pod, fit_error)
-                handle_failure(sched, fwk, qp, status, None, started)
+                handle_failure(sched, fwk, qp, post_status, None, started)
                 return None
-            fit_error.diagnosis.post_filter_message = status.message() if not status.is_success else ""
+            fit_error.diagnosis.post_filter_message = (
+                post_status.message() if not post_status.is_success else ""
+            )
             if post_result is not None:
                 nominated = post_result.nominated_node_name
+                if post_result.prepare is not None and post_status.is_success:
+                    sched.explain_failure(pod, fit_error)
+                    # The room is the pod's from now on; it is reported and requeued once the
+                    # post-filter's API calls (preemption's evictions) are done.
+                    sched.queue.add_nominated_pod(pod, nominated)
+                    return after_post_filter(sched, fwk, qp, fit_error, post_result, started)
         sched.explain_failure(pod, fit_error)
         handle_fit_error(sched, fwk, qp, fit_error, nominated, started)
         return None
@@ -259,7 +270,34 @@ async def binding_cycle(
         sched.queue.done(assumed.uid)
 
 
+async def after_post_filter(
+    sched: Scheduler,
+    fwk: Framework,
+    qp: QueuedPodInfo,
+    fit_error: FitError,
+    post_result: PostFilterResult,
+    started: float,
+) -> None:
+    """Awaits the post-filter's API work with the pod still in flight, then reports the failure with the
+    nomination and requeues the pod; events that arrived meanwhile (victims deleted) are checked then."""
+    assert post_result.prepare is not None
+    try:
+        status = await post_result.prepare()
+    except Exception as e:  # the work should report failures as statuses; do not lose the pod
+        status = error(f"running PostFilter API calls: {e}", cause=e)
+    if status is not None and not status.is_success:
+        sched.queue.add_nominated_pod(qp.pod, "")
+        handle_failure(sched, fwk, qp, status, None, started)
+        return
+    handle_fit_error(sched, fwk, qp, fit_error, post_result.nominated_node_name, started)
+
+
 class _NoStatuses:
+    """No node was filtered (pre-filter rejected the pod): every node has the ``absent`` status."""
+
+    def __init__(self, absent: Status | None = None) -> None:
+        self.absent = absent
+
     def get(self, name: str) -> Status | None:
         return None
 
@@ -309,7 +347,7 @@ def _requeue_and_report(
     result: str,
 ) -> None:
     pod = qp.pod
-    if nominated:
+    if nominated is not None:  # "" clears a nomination
         sched.queue.add_nominated_pod(pod, nominated)
     # Requeues the pod and ends its attempt; None when it was deleted meanwhile (nothing to report).
     if sched.queue.add_unschedulable_if_not_present(qp) is not None:

@@ -22,6 +22,7 @@ from kopf_scheduler.backend.queue import SchedulingQueue
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.diagnosis import FitError
+from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget, DisruptionBudgets
 from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodInfo
@@ -73,6 +74,8 @@ class Scheduler:
         self.profiles: dict[str, Framework] = {}
         self.cache = Cache(self.clock)
         self.snapshot = Snapshot()
+        #: PodDisruptionBudgets, read by preemption through every profile's handle
+        self.disruption_budgets = DisruptionBudgets()
         self.queue = SchedulingQueue(
             PrioritySort(),
             self.profiles.get,
@@ -99,9 +102,12 @@ class Scheduler:
     # -- profiles --------------------------------------------------------------------------------------
     def build_profile(self, spec: ProfileSpec) -> Framework:
         """Builds (validates) a profile without serving it; raises ``ProfileError``."""
-        return build_framework(
+        framework = build_framework(
             spec, self.registry, self.defaults, self.client, clock=self.clock, nominator=self.queue
         )
+        framework.rng = self.rng
+        framework.disruption_budgets = self.disruption_budgets
+        return framework
 
     def set_profile(self, spec: ProfileSpec) -> Framework:
         """Serves ``spec.scheduler_name`` with this profile from the next cycle on."""
@@ -219,6 +225,21 @@ class Scheduler:
             waiting = framework.waiting_pods.get(pod.uid)
             if waiting is not None:
                 waiting.reject("", "pod was deleted")
+
+    # -- PodDisruptionBudgets (policy/v1) --------------------------------------------------------------------
+    def add_pdb(self, obj: Mapping[str, Any]) -> None:
+        self.update_pdb(obj)
+
+    def update_pdb(self, obj: Mapping[str, Any]) -> None:
+        try:
+            self.disruption_budgets.set(DisruptionBudget.parse(obj))
+        except BudgetParseError as e:
+            name = (obj.get("metadata") or {}).get("name")
+            log.warning("ignoring PodDisruptionBudget %s: %s", name, e)
+
+    def delete_pdb(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self.disruption_budgets.delete(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
 
     # -- the loop --------------------------------------------------------------------------------------
     def schedule_one(self, qp: QueuedPodInfo) -> None:

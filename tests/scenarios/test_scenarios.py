@@ -6,11 +6,14 @@ File format (``tests/scenarios/*.yaml``)::
 
     description: what the scenario shows
     profile: {...}            # optional SchedulingProfile spec; default: the built-in default profile
-    objects: [Node..., Pod...] # pods with spec.nodeName are existing load
+    objects: [Node..., Pod..., PriorityClass..., PodDisruptionBudget...]  # pods with spec.nodeName are
+                                                                          # existing load
     expect:
       <namespace>/<pod>: {node: n1}            # the only best node
       <namespace>/<pod>: {nodes: [n1, n2]}     # tied best nodes: any of them
       <namespace>/<pod>: {message: "0/2 nodes are available: ..."}
+      <namespace>/<pod>: {node: n1, victims: [ns/a, ns/b]}  # preempted exactly these pods (any order)
+      <namespace>/<pod>: {nominatedNode: n1}   # nominated there by preemption
 """
 
 from __future__ import annotations
@@ -67,3 +70,7 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
             if "message" in expected:
                 assert got["node"] is None
                 assert got["message"] == expected["message"]
+            if "victims" in expected:
+                assert sorted(got.get("victims", [])) == sorted(expected["victims"]), f"{key}: {got}"
+            if "nominatedNode" in expected:
+                assert got.get("nominatedNode") == expected["nominatedNode"], f"{key}: {got}"

@@ -39,3 +39,27 @@ class ClusterClient(Protocol):
         """The ``Warning FailedScheduling`` event and the ``PodScheduled=False`` condition with ``reason``
         (``Unschedulable`` or ``SchedulerError``); sets or clears ``status.nominatedNodeName`` when
         ``nominated_node_name`` is not None."""
+
+    async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        """Preempts ``victim`` (on ``node_name``) for ``preemptor``, as kube-scheduler's ``PreemptPod``:
+
+        1. Adds the pod condition ``type: DisruptionTarget, status: "True", reason:
+           PreemptionByScheduler, message: "<preemptor's spec.schedulerName>: preempting to accommodate a
+           higher priority pod"`` (``lastTransitionTime`` now, ``observedGeneration`` the victim's
+           ``metadata.generation``) with a PATCH of ``pods/<name>/status``, unless an identical condition
+           is already there.
+        2. DELETEs the pod (default grace period, no preconditions).
+        3. Records the event ``type: Normal, reason: Preempted, action: Preempting`` on the victim, with
+           the preemptor as the related object and the note ``Preempted by pod <preemptor UID> on node
+           <node_name>``.
+
+        A 404 at step 1 or 2 means the victim is already gone: return without the event. Any other
+        failure raises ``APIError`` (the scheduler then retries the preemptor with backoff). Preemption
+        relies on step 1: a victim with ``deletionTimestamp`` and that condition keeps its preemptor from
+        preempting again while it terminates. Pods waiting in permit are rejected by the scheduler itself
+        and never reach this method.
+        """
+
+    def clear_nominated_node_name(self, pod: PodInfo) -> None:
+        """Fire-and-forget: PATCH ``pods/<name>/status`` so that ``status.nominatedNodeName`` is removed
+        (a lower-priority pod nominated to the node a preemptor takes). Failures are logged, not raised."""

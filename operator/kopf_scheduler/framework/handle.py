@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from typing import Protocol
 
 from kopf_scheduler.framework.client import ClusterClient
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.interface import SnapshotLister
+from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import Status
 
 
 class WaitingPod(Protocol):
@@ -28,10 +34,15 @@ class WaitingPods(Protocol):
 class PodNominator(Protocol):
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
 
+    def add_nominated_pod(self, pod: PodInfo, node_name: str | None = None) -> None:
+        """Nominates ``pod`` to ``node_name`` (None: its ``status.nominatedNodeName``; "": clears)."""
+
 
 class Handle(Protocol):
     profile_name: str
     client: ClusterClient
+    #: the scheduler's random source (seeded in simulations): plugins draw from it, never from ``random``
+    rng: random.Random
 
     def snapshot(self) -> SnapshotLister: ...
 
@@ -40,3 +51,19 @@ class Handle(Protocol):
 
     @property
     def nominator(self) -> PodNominator: ...
+
+    def pdbs(self) -> Sequence[DisruptionBudget]:
+        """The PodDisruptionBudgets of the cluster, as last seen."""
+
+    # -- simulating pods on a node (preemption) --------------------------------------------------------
+    def run_pre_filter_add_pod(
+        self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
+    ) -> None: ...
+
+    def run_pre_filter_remove_pod(
+        self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
+    ) -> None: ...
+
+    def run_filter_with_nominated_pods(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo
+    ) -> Status | None: ...

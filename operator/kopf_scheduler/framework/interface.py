@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -177,6 +177,9 @@ class PostFilterResult:
     nominated_node_name: str = ""
     #: pods removed to make room (preemption victims), for reporting.
     victims: list[PodInfo] = field(default_factory=list)
+    #: API work to finish before the pod is requeued (preemption's evictions); the scheduler awaits it
+    #: outside the scheduling cycle, keeping the pod in flight meanwhile. Returns an error status or None.
+    prepare: Callable[[], Awaitable[Status | None]] | None = None
 
 
 class PostFilterPlugin(Plugin):

@@ -5,7 +5,7 @@ Built on aiohttp (one shared session); ``kubernetes.config`` is used only to run
 auth-provider credential plugins. Nothing here imports kopf.
 """
 
-from kopf_scheduler.k8s.client import KubeClusterClient, parse_resource
+from kopf_scheduler.k8s.client import KubeClient, parse_resource
 from kopf_scheduler.k8s.connection import ConfigError, ConnectionInfo, in_cluster, load_connection
 from kopf_scheduler.k8s.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
 from kopf_scheduler.k8s.rest import Response, RestClient, resource_path
@@ -15,7 +15,7 @@ __all__ = [
     "ClientStats",
     "ConfigError",
     "ConnectionInfo",
-    "KubeClusterClient",
+    "KubeClient",
     "LeaderElectionConfig",
     "LeaderElector",
     "LeadershipLost",

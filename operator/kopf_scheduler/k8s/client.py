@@ -1,15 +1,19 @@
-"""``KubeClusterClient``: the scheduler's ``ClusterClient`` for a real API server, plus the few reads and
+"""``KubeClient``: the scheduler's ``ClusterClient`` for a real API server, plus the few reads and
 status writes the operator needs at start-up.
 
-``bind`` is awaited by the binding cycle; ``record_scheduled`` and ``record_failure`` only enqueue (the
-background workers of ``event_recorder`` and ``pod_status`` send), so they never block a scheduling
-cycle. They may be called from another thread too: the work is then handed to the loop. Everything
-starts lazily on first use inside the running loop; ``close`` flushes what is pending, with a deadline.
+``bind`` and ``evict`` are awaited by the scheduler; ``record_scheduled``, ``record_failure`` and
+``clear_nominated_node_name`` only enqueue (the background workers of ``event_recorder`` and
+``pod_status`` send), so they never block a scheduling cycle. They may be called from another thread
+too: the work is then handed to the loop. Events name the pod's profile as their reporting controller
+when ``scheduler_name_for`` is set (upstream: one recorder per profile, named after its schedulerName).
+Everything starts lazily on first use inside the running loop; ``close`` flushes what is pending, with a
+deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import os
 import socket
 import time
@@ -22,10 +26,20 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s.binding import DEFAULT_CONCURRENCY, Binder
 from kopf_scheduler.k8s.connection import ConnectionInfo, load_connection
 from kopf_scheduler.k8s.event_recorder import DEFAULT_QUEUE_SIZE, EventRecorder
-from kopf_scheduler.k8s.events import FLUSH_INTERVAL, NORMAL, WARNING, EventAggregator, Occurrence, pod_ref
+from kopf_scheduler.k8s.events import (
+    FLUSH_INTERVAL,
+    NORMAL,
+    WARNING,
+    EventAggregator,
+    Occurrence,
+    is_qualified_name,
+    pod_ref,
+)
+from kopf_scheduler.k8s.eviction import preempt
 from kopf_scheduler.k8s.pod_status import PodStatusWriter
 from kopf_scheduler.k8s.rest import DEFAULT_TIMEOUT, MERGE_PATCH, RestClient, resource_path
 from kopf_scheduler.k8s.stats import ClientStats
+from kopf_scheduler.k8s.timestamps import rfc3339
 from kopf_scheduler.k8s.workers import DEFAULT_RETRY_DELAYS
 
 REPORTING_CONTROLLER = "kopf-scheduler"
@@ -33,6 +47,8 @@ REASON_SCHEDULED = "Scheduled"
 REASON_FAILED_SCHEDULING = "FailedScheduling"
 ACTION_BINDING = "Binding"
 ACTION_SCHEDULING = "Scheduling"
+REASON_PREEMPTED = "Preempted"
+ACTION_PREEMPTING = "Preempting"
 
 
 def default_reporting_instance() -> str:
@@ -51,7 +67,7 @@ def parse_resource(resource: str) -> tuple[str, str]:
     raise ValueError(f"resource {resource!r}: expected 'v1/<plural>' or '<group>/<version>/<plural>'")
 
 
-class KubeClusterClient:
+class KubeClient:
     def __init__(
         self,
         connection: ConnectionInfo | RestClient,
@@ -90,12 +106,16 @@ class KubeClusterClient:
         self.pod_status = PodStatusWriter(
             self.rest, self.clock, workers=status_workers, retry_delays=retry_delays, wall=wall
         )
+        self.wall = wall
+        self.retry_delays = tuple(retry_delays)
+        #: the profile (schedulerName) a pod is scheduled by: its events name it as reporting controller
+        self.scheduler_name_for: Callable[[PodInfo], str] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def from_environment(
         cls, kubeconfig: str | Path | None = None, *, context: str | None = None, **options: Any
-    ) -> KubeClusterClient:
+    ) -> KubeClient:
         """Connect as ``load_connection`` finds: a kubeconfig, ``$KUBECONFIG``, in-cluster, ``~/.kube``."""
         return cls(load_connection(kubeconfig, context=context), **options)
 
@@ -121,15 +141,44 @@ class KubeClusterClient:
     ) -> None:
         self._in_loop(self._record_failure, pod, reason, message, nominated_node_name)
 
+    async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        """``DisruptionTarget`` condition, DELETE, then the ``Preempted`` event (see ``eviction``)."""
+        self._loop = asyncio.get_running_loop()
+        if not await preempt(
+            self.rest, victim, preemptor, self.clock, rfc3339(self.wall()), self.retry_delays
+        ):
+            return  # already gone
+        note = f"Preempted by pod {preemptor.uid} on node {node_name}"
+        self.events.record(
+            Occurrence(
+                pod_ref(victim), NORMAL, REASON_PREEMPTED, ACTION_PREEMPTING, note,
+                related=pod_ref(preemptor), reporting_controller=self._controller_for(preemptor),
+            )
+        )  # fmt: skip
+
+    def clear_nominated_node_name(self, pod: PodInfo) -> None:
+        self._in_loop(self.pod_status.clear_nominated_node_name, pod)
+
+    def _controller_for(self, pod: PodInfo) -> str:
+        """The pod's profile name when known and valid as a reporting controller, else the default."""
+        if self.scheduler_name_for is None:
+            return ""
+        name = self.scheduler_name_for(pod)
+        return name if name and is_qualified_name(name) else ""
+
     def _record_scheduled(self, pod: PodInfo, node_name: str) -> None:
         self.pod_status.forget(pod)
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
-        self.events.record(Occurrence(pod_ref(pod), NORMAL, REASON_SCHEDULED, ACTION_BINDING, note))
+        self.events.record(
+            Occurrence(pod_ref(pod), NORMAL, REASON_SCHEDULED, ACTION_BINDING, note,
+                       reporting_controller=self._controller_for(pod))
+        )  # fmt: skip
 
     def _record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
         self.events.record(
-            Occurrence(pod_ref(pod), WARNING, REASON_FAILED_SCHEDULING, ACTION_SCHEDULING, message)
-        )
+            Occurrence(pod_ref(pod), WARNING, REASON_FAILED_SCHEDULING, ACTION_SCHEDULING, message,
+                       reporting_controller=self._controller_for(pod))
+        )  # fmt: skip
         self.pod_status.record_failure(pod, reason, message, nominated)
 
     def _in_loop(self, fn: Callable[..., None], *args: Any) -> None:
@@ -149,7 +198,11 @@ class KubeClusterClient:
     async def get(self, resource: str, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
         """The object as JSON, or None when it does not exist; ``APIError`` otherwise."""
         group_version, plural = parse_resource(resource)
-        path = resource_path(group_version, plural, name, namespace=namespace)
+        return await self.get_object(resource_path(group_version, plural, name, namespace=namespace))
+
+    async def get_object(self, path: str) -> dict[str, Any] | None:
+        """``get`` by API path (``/api/v1/namespaces/ns/pods/p``)."""
+        self._loop = asyncio.get_running_loop()
         response = await self.rest.request("GET", path)
         if response.status == 404:
             return None
@@ -170,17 +223,32 @@ class KubeClusterClient:
         """Every object (following ``continue`` tokens), each with ``apiVersion`` and ``kind`` set."""
         group_version, plural = parse_resource(resource)
         path = resource_path(group_version, plural, namespace=namespace)
+        return await self.list_objects(
+            path, label_selector=label_selector, field_selector=field_selector, page_size=page_size
+        )
+
+    async def list_objects(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> builtins.list[dict[str, Any]]:
+        """``list`` by collection path (``/api/v1/pods``, ``/apis/group/version/plural``)."""
+        self._loop = asyncio.get_running_loop()
         params: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
             params["labelSelector"] = label_selector
         if field_selector:
             params["fieldSelector"] = field_selector
-        items: list[dict[str, Any]] = []
+        items: builtins.list[dict[str, Any]] = []
         while True:
             data = await self.rest.get_json(path, params)
+            api_version = str(data.get("apiVersion") or "")
             kind = str(data.get("kind") or "").removesuffix("List")
             for item in data.get("items") or ():
-                item.setdefault("apiVersion", data.get("apiVersion", group_version))
+                item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
                 items.append(item)
             token = (data.get("metadata") or {}).get("continue")
@@ -189,13 +257,31 @@ class KubeClusterClient:
             params["continue"] = token
 
     async def patch_status(
-        self, resource: str, name: str, status: Mapping[str, Any], *, namespace: str | None = None
+        self,
+        target: str,
+        name_or_status: str | Mapping[str, Any],
+        status: Mapping[str, Any] | None = None,
+        *,
+        namespace: str | None = None,
     ) -> dict[str, Any]:
-        """JSON-merge-patch the ``status`` subresource (custom resources accept no strategic merge);
-        returns the updated object."""
-        group_version, plural = parse_resource(resource)
-        path = resource_path(group_version, plural, name, namespace=namespace, subresource="status")
-        response = await self.rest.request("PATCH", path, {"status": dict(status)}, content_type=MERGE_PATCH)
+        """JSON-merge-patch the ``status`` subresource and return the updated object (custom resources
+        accept no strategic merge, so a list such as ``conditions`` is replaced whole). Either
+        ``patch_status("group/version/plural", name, status)`` or ``patch_status(object_path, status)``
+        with ``object_path`` like ``/apis/group/version/plural/name``."""
+        self._loop = asyncio.get_running_loop()
+        if target.startswith("/"):
+            if not isinstance(name_or_status, Mapping) or status is not None:
+                raise TypeError("patch_status(object_path, status)")
+            path, body = f"{target.rstrip('/')}/status", name_or_status
+        else:
+            if not isinstance(name_or_status, str) or status is None:
+                raise TypeError("patch_status(resource, name, status)")
+            group_version, plural = parse_resource(target)
+            path = resource_path(
+                group_version, plural, name_or_status, namespace=namespace, subresource="status"
+            )
+            body = status
+        response = await self.rest.request("PATCH", path, {"status": dict(body)}, content_type=MERGE_PATCH)
         if response.status != 200:
             raise response.error_for(f"PATCH {path}")
         data = response.json()
@@ -212,7 +298,7 @@ class KubeClusterClient:
         await self.rest.close()
         return events_done and status_done
 
-    async def __aenter__(self) -> KubeClusterClient:
+    async def __aenter__(self) -> KubeClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -54,11 +54,13 @@ class EventRecorder:
         if self._closed:
             return
         self.stats.events_recorded += 1
+        merged_before = self.aggregator.aggregated
         entry = self.aggregator.record(occurrence)
-        if entry is None:
+        merged = self.aggregator.aggregated > merged_before
+        if merged:
             self.stats.events_aggregated += 1
-        else:
-            self._enqueue(entry, new=True)
+        if entry is not None:
+            self._enqueue(entry, new=not merged)
         self._ensure_started()
 
     def _enqueue(self, entry: SeriesEntry, *, new: bool) -> None:

@@ -4,7 +4,8 @@ Pure bookkeeping over an injected clock; ``event_recorder`` does the sending. Be
 ``event_broadcaster.go``, ``recordToSink`` and ``finishSeries``):
 
 - Occurrences with the same key (type, reason, action, reporting controller and instance, the regarding
-  object, and the note) are isomorphic. The first is created as an Event named ``<object>.<hex nanos>``.
+  and related objects, and the note) are isomorphic. The first is created as an Event named
+  ``<object>.<hex nanos>``.
 - The second turns the Event into a series (``series.count`` 2, ``lastObservedTime``) and is written at
   once; later ones only bump the count in memory.
 - Differences from upstream, on purpose: the note is part of the key (upstream keys on the regarding
@@ -47,6 +48,7 @@ FLUSH_INTERVAL = 30.0
 #: how many recent events are remembered for aggregation (upstream: unbounded for 6 minutes).
 MAX_ENTRIES = 20_000
 
+_QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
@@ -107,17 +109,20 @@ class EventKey:
     name: str
     uid: str
     note: str
+    related: ObjectRef | None
 
 
 @dataclass(slots=True)
 class Occurrence:
-    """One ``Eventf`` call."""
+    """One ``Eventf`` call. An empty ``reporting_controller`` means the aggregator's default."""
 
     regarding: ObjectRef
     type: str
     reason: str
     action: str
     note: str
+    related: ObjectRef | None = None
+    reporting_controller: str = ""
 
     def key(self, controller: str, instance: str) -> EventKey:
         r = self.regarding
@@ -125,14 +130,24 @@ class Occurrence:
             self.type,
             self.reason,
             self.action,
-            controller,
+            self.reporting_controller or controller,
             instance,
             r.kind,
             r.namespace,
             r.name,
             r.uid,
             self.note,
+            self.related,
         )
+
+
+def is_qualified_name(value: str) -> bool:
+    """``IsQualifiedName``, what ``reportingController`` must be: ``[prefix/]name``, the name at most 63
+    characters."""
+    prefix, _, name = value.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_QUALIFIED_NAME.match(name))
 
 
 class EventNamer:
@@ -218,11 +233,12 @@ class EventAggregator:
             "kind": "Event",
             "metadata": {"name": self.namer(r.name), "namespace": r.namespace or "default"},
             "eventTime": micro_time(wall),
-            "reportingController": self.reporting_controller,
+            "reportingController": occurrence.reporting_controller or self.reporting_controller,
             "reportingInstance": self.reporting_instance,
             "action": truncate_bytes(occurrence.action, ACTION_LIMIT),
             "reason": truncate_bytes(occurrence.reason, REASON_LIMIT),
             "regarding": r.to_json(),
+            **({"related": occurrence.related.to_json()} if occurrence.related is not None else {}),
             "note": truncate_bytes(occurrence.note, NOTE_LIMIT),
             "type": occurrence.type,
         }

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import inspect
 import logging
 import random
@@ -90,10 +91,13 @@ class LeaderElector:
         *,
         clock: Clock | None = None,
         wall: Callable[[], float] = time.time,
+        **settings: Any,
     ) -> None:
-        self.rest = rest
-        self.config = config if config is not None else LeaderElectionConfig()
+        """``settings`` override fields of ``config``: ``namespace=``, ``identity=``, ``lease_duration=``..."""
+        base = config if config is not None else LeaderElectionConfig()
+        self.config = dataclasses.replace(base, **settings) if settings else base
         self.config.validate()
+        self.rest = rest
         self.clock = clock if clock is not None else RealClock()
         self.wall = wall
         self._observed: dict[str, Any] | None = None  # the lease object as last read or written
@@ -129,14 +133,22 @@ class LeaderElector:
         self,
         on_started_leading: Callable[[], Awaitable[Any]],
         on_stopped_leading: Callable[[], Any] | None = None,
-    ) -> Any:
-        """Wait for the lease, then run ``on_started_leading()`` as a task while renewing it.
+    ) -> None:
+        """Wait for the lease, then lead until cancelled or until the lease is lost (client-go's ``Run``).
 
-        - The task returns (or raises): the lease is released and its result returned (or raised).
-        - Renewal fails for ``renew_deadline``: the task is cancelled at once and ``LeadershipLost`` is
-          raised (kube-scheduler exits then; a caller may also call ``run`` again to stand by).
-        - ``run`` is cancelled: the task is cancelled and awaited, then the lease is released.
-        ``on_stopped_leading`` (sync or async) is called in every case once leading has stopped.
+        ``on_started_leading()`` runs as a task once the lease is held; as in client-go, leading goes on
+        when it returns (it may just start the scheduling loop and return). While leading:
+
+        - renewal fails for ``renew_deadline``: leading stops at once (the task, if still running, is
+          cancelled; ``on_stopped_leading`` is awaited, which should cancel whatever was started) and
+          ``LeadershipLost`` is raised; kube-scheduler exits then, a caller may also stand by again by
+          calling ``run`` once more;
+        - ``on_started_leading`` raises: leading stops, the lease is released, the exception propagates;
+        - ``run`` is cancelled: leading stops, then the lease is released (``release_on_cancel``).
+
+        ``on_stopped_leading`` (sync or async) is called once leading has stopped, before the lease is
+        released, so nothing it guards runs while another instance may already lead. Unlike client-go it
+        is not called when ``run`` is cancelled before it ever led.
         """
         await self._acquire()
         self._leading = True
@@ -144,25 +156,37 @@ class LeaderElector:
         lead: asyncio.Task[Any] = asyncio.ensure_future(on_started_leading())
         renew = asyncio.ensure_future(self._renew_loop())
         lost = False
+        failure: BaseException | None = None
         try:
-            done, _ = await asyncio.wait({lead, renew}, return_when=asyncio.FIRST_COMPLETED)
-            lost = renew in done and lead not in done
+            waiting: set[asyncio.Future[Any]] = {lead, renew}
+            while True:
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if renew in done:
+                    lost = True
+                    break
+                waiting.discard(lead)
+                if not lead.cancelled() and lead.exception() is not None:
+                    failure = lead.exception()
+                    break
         finally:
             self._leading = False
             lead.cancel()
             renew.cancel()
             await asyncio.wait({lead, renew})
-            if lost:
-                logger.error("leader election: %s lost lease %s", self.identity, self.lease_path)
-            elif self.config.release_on_cancel:
-                await self._release()
-            if on_stopped_leading is not None:
-                outcome = on_stopped_leading()
-                if inspect.isawaitable(outcome):
-                    await outcome
+            try:
+                if on_stopped_leading is not None:
+                    outcome = on_stopped_leading()
+                    if inspect.isawaitable(outcome):
+                        await outcome
+            finally:
+                if lost:
+                    logger.error("leader election: %s lost lease %s", self.identity, self.lease_path)
+                elif self.config.release_on_cancel:
+                    await self._release()
         if lost:
             raise LeadershipLost(f"lease {self.lease_path} not renewed within {self.config.renew_deadline} s")
-        return lead.result()  # re-raises what the leading task raised
+        assert failure is not None
+        raise failure
 
     async def _acquire(self) -> None:
         period = self.config.retry_period

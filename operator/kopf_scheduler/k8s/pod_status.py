@@ -73,6 +73,7 @@ class PodStatusWriter:
         self.in_flight: set[str] = set()
         self.queue: asyncio.Queue[object] = asyncio.Queue()
         self.pool = WorkerPool("pod-status", self.queue, self._handle, workers)
+        self._closed = False
 
     def view(self, pod: PodInfo) -> dict[str, Any]:
         """The pod's status as far as we know: its object overlaid with what we patched since."""
@@ -96,6 +97,18 @@ class PodStatusWriter:
     ) -> None:
         generation = (pod.raw.get("metadata") or {}).get("generation")
         condition = pod_scheduled_false(reason, message, generation if isinstance(generation, int) else None)
+        self._update(pod, condition, nominated_node_name)
+
+    def clear_nominated_node_name(self, pod: PodInfo) -> None:
+        """Remove ``status.nominatedNodeName`` (upstream ``ClearNominatedNodeName``); nothing is sent
+        when the pod has none."""
+        self._update(pod, None, "")
+
+    def _update(
+        self, pod: PodInfo, condition: dict[str, Any] | None, nominated_node_name: str | None
+    ) -> None:
+        if self._closed:
+            return
         patch = status_patch(self.view(pod), condition, nominated_node_name, rfc3339(self.wall()))
         stats = self.rest.stats
         if patch is None:
@@ -159,6 +172,8 @@ class PodStatusWriter:
             )
 
     async def close(self, timeout: float) -> bool:
+        """Send the waiting patches within ``timeout``; failures recorded later are ignored."""
+        self._closed = True
         done = await self.pool.drain(timeout)
         await self.pool.stop()
         return done

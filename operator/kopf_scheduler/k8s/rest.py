@@ -165,6 +165,8 @@ class RestClient:
         timeout: float | None,
         params: Mapping[str, str] | None,
     ) -> Response:
+        if self._closed:
+            return Response(0, error=f"{method} {path}: the API client is closed")
         info = self._info
         headers = info.auth_headers()
         if data is not None:

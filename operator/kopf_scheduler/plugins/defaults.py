@@ -21,6 +21,7 @@ DEFAULT_MULTI_POINT: list[tuple[str, int]] = [
     (names.NODE_RESOURCES_FIT, 1),
     (names.POD_TOPOLOGY_SPREAD, 2),
     (names.INTER_POD_AFFINITY, 2),
+    (names.DEFAULT_PREEMPTION, 0),
     (names.NODE_RESOURCES_BALANCED_ALLOCATION, 1),
     (names.IMAGE_LOCALITY, 1),
     (names.DEFAULT_BINDER, 0),

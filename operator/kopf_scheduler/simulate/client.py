@@ -1,5 +1,7 @@
 """The in-memory cluster ``simulate`` schedules against: a binder that records the binding and echoes
-the bound pod back into the scheduler the way a watch would, and a recorder of events."""
+the bound pod back into the scheduler the way a watch would, an evictor that deletes preemption victims at
+once (as pods with no grace period go) and tells the scheduler, and a recorder of events and of
+``status.nominatedNodeName``, whose changes are echoed back too."""
 
 from __future__ import annotations
 
@@ -19,6 +21,10 @@ class PodOutcome:
     reason: str | None = None
     nominated_node: str | None = None
     attempts: int = 0
+    #: pods this pod preempted (``namespace/name``), in eviction order
+    victims: list[str] = field(default_factory=list)
+    #: the pod that preempted this one, after it was scheduled here
+    preempted_by: str | None = None
 
 
 @dataclass
@@ -27,7 +33,11 @@ class SimulatedCluster:
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)  # uid -> outcome
     #: called with (old, new) pod objects when a binding lands (the scheduler's watch)
     on_update: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
+    #: called with the pod object when a pod is deleted (the scheduler's watch)
+    on_delete: Callable[[Mapping[str, Any]], None] | None = None
     bindings: list[tuple[str, str]] = field(default_factory=list)
+    #: (victim, preemptor, node) for every eviction, in order
+    evictions: list[tuple[str, str, str]] = field(default_factory=list)
 
     async def bind(self, pod: PodInfo, node_name: str) -> None:
         old = self.pods.get(pod.uid)
@@ -55,3 +65,35 @@ class SimulatedCluster:
         outcome.attempts += 1
         if nominated_node_name is not None:
             outcome.nominated_node = nominated_node_name or None
+            self._set_nominated_node_name(pod.uid, nominated_node_name)
+
+    async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        obj = self.pods.pop(victim.uid, None)
+        if obj is None:
+            return  # already gone
+        self.evictions.append((victim.key, preemptor.key, node_name))
+        self.outcomes.setdefault(preemptor.uid, PodOutcome()).victims.append(victim.key)
+        outcome = self.outcomes.get(victim.uid)
+        if outcome is not None:  # a pod of the input, scheduled earlier in this run
+            outcome.node, outcome.preempted_by = None, preemptor.key
+            outcome.message = f"preempted by {preemptor.key} on node {node_name}"
+        if self.on_delete is not None:
+            self.on_delete(obj)
+
+    def clear_nominated_node_name(self, pod: PodInfo) -> None:
+        outcome = self.outcomes.get(pod.uid)
+        if outcome is not None:
+            outcome.nominated_node = None
+        self._set_nominated_node_name(pod.uid, "")
+
+    def _set_nominated_node_name(self, uid: str, node_name: str) -> None:
+        old = self.pods.get(uid)
+        if old is None or (old.get("status") or {}).get("nominatedNodeName", "") == node_name:
+            return
+        status = {k: v for k, v in (old.get("status") or {}).items() if k != "nominatedNodeName"}
+        if node_name:
+            status["nominatedNodeName"] = node_name
+        new = dict(old, status=status)
+        self.pods[uid] = new
+        if self.on_update is not None:
+            self.on_update(old, new)

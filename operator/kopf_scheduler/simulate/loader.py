@@ -1,6 +1,7 @@
-"""Reads plain Kubernetes YAML (files or folders, multi-document, ``kind: List``) into nodes, pods and
-SchedulingProfiles, checking every object up front so that bad input ends with one line that names the
-file, the object and the field."""
+"""Reads plain Kubernetes YAML (files or folders, multi-document, ``kind: List``) into nodes, pods,
+PodDisruptionBudgets and SchedulingProfiles, checking every object up front so that bad input ends with
+one line that names the file, the object and the field. PriorityClasses resolve the pods' priorities and
+budgets without a status get one, as the API server would have done (``simulate.admission``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,17 @@ import yaml
 from kopf_scheduler.api.errors import ProfileError
 from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.errors import UsageError
+from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError
+from kopf_scheduler.simulate.admission import (
+    SYSTEM_PRIORITY_CLASSES,
+    AdmissionError,
+    builtin_priority_classes,
+    default_disruptions_allowed,
+    parse_priority_class,
+    resolve_priority,
+)
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -28,6 +38,8 @@ class ClusterInput:
     bound_pods: list[dict[str, Any]] = field(default_factory=list)
     #: pods to schedule, in file order
     pending_pods: list[dict[str, Any]] = field(default_factory=list)
+    #: PodDisruptionBudgets (policy/v1), each with a status
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _files(path: Path) -> list[Path]:
@@ -68,24 +80,36 @@ def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
 def _describe(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     name = meta.get("name") or "<unnamed>"
-    if obj.get("kind") == "Pod":
-        return f"Pod {meta.get('namespace') or 'default'}/{name}"
+    if obj.get("kind") in ("Pod", "PodDisruptionBudget"):
+        return f"{obj.get('kind')} {meta.get('namespace') or 'default'}/{name}"
     return f"{obj.get('kind')} {name}"
 
 
 def load_cluster(paths: list[Path]) -> ClusterInput:
     cluster = ClusterInput()
     seen: set[tuple[str, str, str]] = set()
+    classes = builtin_priority_classes()
+    pods: list[tuple[str, dict[str, Any]]] = []
     for root in paths:
         for path in _files(root):
-            for where, obj in _documents(path):
-                kind = obj.get("kind")
-                if kind not in ("Node", "Pod"):
+            for where, raw in _documents(path):
+                kind = raw.get("kind")
+                if kind not in ("Node", "Pod", "PodDisruptionBudget", "PriorityClass"):
                     continue
-                obj = copy.deepcopy(dict(obj))
+                obj: dict[str, Any] = copy.deepcopy(dict(raw))
                 meta = obj.setdefault("metadata", {})
-                if kind == "Pod":
+                if kind == "PriorityClass":
+                    try:
+                        priority_class = parse_priority_class(obj)
+                    except AdmissionError as e:
+                        raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
+                    if priority_class.name in classes and priority_class.name not in SYSTEM_PRIORITY_CLASSES:
+                        raise UsageError(f"{where}: {_describe(obj)}: defined twice")
+                    classes[priority_class.name] = priority_class
+                    continue
+                if kind in ("Pod", "PodDisruptionBudget"):
                     meta.setdefault("namespace", "default")
+                if kind == "Pod":
                     meta.setdefault("uid", f"sim-{meta['namespace']}-{meta.get('name')}")
                 ident = (kind, meta.get("namespace", ""), str(meta.get("name")))
                 if ident in seen:
@@ -95,16 +119,27 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
                     if kind == "Node":
                         NodeInfo(obj)
                         cluster.nodes.append(obj)
+                    elif kind == "PodDisruptionBudget":
+                        DisruptionBudget.parse(obj)
+                        cluster.pdbs.append(obj)
                     else:
                         PodInfo(obj)
-                        target = (
-                            cluster.bound_pods
-                            if (obj.get("spec") or {}).get("nodeName")
-                            else cluster.pending_pods
-                        )
-                        target.append(obj)
-                except (NodeParseError, PodParseError) as e:
+                        pods.append((where, obj))
+                except (NodeParseError, PodParseError, BudgetParseError) as e:
                     raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
+    for where, pod in pods:
+        try:
+            resolve_priority(pod, classes)
+            PodInfo(pod)
+        except (AdmissionError, PodParseError) as e:
+            raise UsageError(f"{where}: {_describe(pod)}: {e}") from None
+        target = cluster.bound_pods if (pod.get("spec") or {}).get("nodeName") else cluster.pending_pods
+        target.append(pod)
+    for pdb in cluster.pdbs:
+        try:
+            default_disruptions_allowed(pdb, (p for _, p in pods))
+        except AdmissionError as e:
+            raise UsageError(f"{_describe(pdb)}: {e}") from None
     return cluster
 
 

@@ -1,7 +1,9 @@
 """Renders a simulation: a table for people, JSON or YAML for programs.
 
-JSON: ``{"pods": [{"namespace", "name", "node", "message"}, ...], "summary": {...}}``; with explain, each
-pod also carries ``"nodes": {name: {"filter", "scores", "total"}}``.
+JSON: ``{"pods": [{"namespace", "name", "node", "message"}, ...], "summary": {...}}``; a pod nominated by
+preemption also carries ``"nominatedNode"`` and the ``"victims"`` it preempted (``namespace/name``); a pod
+of the input preempted after it was scheduled carries ``"preemptedBy"``; with explain, each pod also
+carries ``"nodes": {name: {"filter", "scores", "total"}}``.
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ def as_document(result: SimulationResult, explain: bool) -> dict[str, Any]:
             "node": node,
             "message": message,
         }
-        if outcome is not None and outcome.nominated_node and not node:
+        if outcome is not None and outcome.nominated_node and (not node or outcome.victims):
             entry["nominatedNode"] = outcome.nominated_node
+        if outcome is not None and outcome.victims:
+            entry["victims"] = list(outcome.victims)
+        if outcome is not None and outcome.preempted_by:
+            entry["preemptedBy"] = outcome.preempted_by
         if explain:
             entry["nodes"] = result.explanations.get(uid, {})
         scheduled += node is not None
@@ -66,7 +72,10 @@ def render(result: SimulationResult, fmt: str, explain: bool) -> str:
 def _table(doc: dict[str, Any], explain: bool) -> str:
     rows = [("NAMESPACE", "NAME", "NODE", "MESSAGE")]
     for pod in doc["pods"]:
-        rows.append((pod["namespace"], pod["name"], pod["node"] or "<none>", pod["message"] or ""))
+        message = pod["message"] or ""
+        if pod.get("victims") and pod["node"]:
+            message = "preempted " + ", ".join(pod["victims"])
+        rows.append((pod["namespace"], pod["name"], pod["node"] or "<none>", message))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = ["  ".join(r[i].ljust(widths[i]) for i in range(3)) + "  " + r[3] for r in rows]
     if explain:

@@ -50,6 +50,7 @@ async def simulate(
         explain=(lambda pod, nodes: explanations.__setitem__(pod.uid, nodes)) if explain else None,
     )
     sim.on_update = sched.update_pod
+    sim.on_delete = sched.delete_pod
     for where, spec in profiles:
         if spec.scheduler_name in sched.profiles:
             raise UsageError(
@@ -62,6 +63,8 @@ async def simulate(
     if not profiles:
         sched.use_default_profiles()
 
+    for pdb in cluster.pdbs:
+        sched.add_pdb(pdb)
     for node in cluster.nodes:
         sched.add_node(node)
     for pod in cluster.bound_pods:

@@ -10,6 +10,7 @@ from _node_plugins_kit import FakeHandle, all_rows, snapshot_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.node_info import normalized_image_name
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -45,7 +46,7 @@ def _pod(*images: str, init: tuple[str, ...] = ()) -> PodInfo:
 
 def _scores(pod: PodInfo, nodes: list[dict[str, Any]]) -> tuple[ImageLocality, Any, list[int]]:
     snapshot = snapshot_of(nodes)
-    plugin = new(None, FakeHandle(snapshot))
+    plugin = new(NoArgs(), FakeHandle(snapshot))
     return plugin, snapshot, [plugin.score(CycleState(), pod, n) for n in snapshot.node_infos]
 
 
@@ -153,7 +154,7 @@ def test_vector_score_agrees(
         for i, images in enumerate(node_images)
     ]
     snapshot = snapshot_of(nodes)
-    plugin, pod = new(None, FakeHandle(snapshot)), _pod(*containers, init=tuple(init))
+    plugin, pod = new(NoArgs(), FakeHandle(snapshot)), _pod(*containers, init=tuple(init))
     rows = all_rows(snapshot)[::-1].copy()
     assert plugin.score_rows(CycleState(), pod, snapshot.table, rows).tolist() == [
         plugin.score(CycleState(), pod, snapshot.node_infos[r]) for r in rows

@@ -10,6 +10,7 @@ from _node_plugins_kit import FakeHandle, all_rows, node_info, snapshot_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.interface import QueueingHint
 from kopf_scheduler.framework.pod_info import HostPort, PodInfo
@@ -37,7 +38,7 @@ def _pod_dict(*ports: str, node: str = "", name: str = "p") -> dict[str, Any]:
 
 
 def _plugin(snapshot: Any = None) -> NodePorts:
-    return new(None, FakeHandle(snapshot))
+    return new(NoArgs(), FakeHandle(snapshot))
 
 
 @pytest.mark.parametrize(

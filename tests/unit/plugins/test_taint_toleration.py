@@ -11,6 +11,7 @@ from _node_plugins_kit import FakeHandle, all_rows, node_info, snapshot_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.interface import NodeSet, QueueingHint
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -38,7 +39,7 @@ def _node(name: str, *taints: tuple[str, str, str]) -> dict[str, Any]:
 
 
 def _plugin(snapshot: Any = None) -> TaintToleration:
-    return new(None, FakeHandle(snapshot))
+    return new(NoArgs(), FakeHandle(snapshot))
 
 
 @pytest.mark.parametrize(

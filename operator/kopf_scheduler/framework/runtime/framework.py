@@ -9,6 +9,7 @@ of filter and score are used when a plugin offers them, and give the same verdic
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ import numpy as np
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.disruption_budgets import DisruptionBudget, DisruptionBudgets
 from kopf_scheduler.framework.events import ClusterEvent, HintFn
 from kopf_scheduler.framework.handle import PodNominator
 from kopf_scheduler.framework.interface import (
@@ -60,6 +62,9 @@ def _call_error(plugin: Plugin, point: str, exc: BaseException) -> Status:
 class _NoNominator:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return []
+
+    def add_nominated_pod(self, pod: PodInfo, node_name: str | None = None) -> None:
+        return None
 
 
 @dataclass(slots=True)
@@ -151,11 +156,18 @@ class Framework:
     current_snapshot: SnapshotLister | None = None
     #: the generation of the SchedulingProfile this framework was built from
     generation: int | None = None
+    #: the scheduler's random source (set by the scheduler; seeded in simulations)
+    rng: random.Random = field(default_factory=random.Random)
+    #: the cluster's PodDisruptionBudgets (the scheduler's store, shared by its profiles)
+    disruption_budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
 
     # -- Handle ----------------------------------------------------------------------------------------
     def snapshot(self) -> SnapshotLister:
         assert self.current_snapshot is not None, "no scheduling cycle is running"
         return self.current_snapshot
+
+    def pdbs(self) -> Sequence[DisruptionBudget]:
+        return self.disruption_budgets.list()
 
     # -- queue -----------------------------------------------------------------------------------------
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
@@ -352,6 +364,8 @@ class Framework:
         """Runs post-filter plugins until one makes the pod schedulable; returns the joined messages."""
         messages: list[str] = []
         rejector = ""
+        # the last result a rejecting plugin returned (preemption clearing a stale nomination)
+        kept: PostFilterResult | None = None
         for plugin in self.post_filter:
             try:
                 result, status = plugin.post_filter(state, pod, node_statuses)
@@ -363,10 +377,12 @@ class Framework:
                 return result, status.with_plugin(plugin.name)
             if status.code == Code.ERROR:
                 return None, status.with_plugin(plugin.name)
+            if result is not None:
+                kept = result
             if status.reasons:
                 messages.append(status.message())
             rejector = rejector or plugin.name
-        return None, Status(Code.UNSCHEDULABLE, tuple(messages), rejector)
+        return kept, Status(Code.UNSCHEDULABLE, tuple(messages), rejector)
 
     # -- scoring ---------------------------------------------------------------------------------------
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeSet) -> Status | None:

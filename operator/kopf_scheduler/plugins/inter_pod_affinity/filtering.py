@@ -127,23 +127,17 @@ def check_rows(state: PreFilterState, rows: np.ndarray) -> np.ndarray:
     """``check_node(...) == PASSED`` for every table row in ``rows``."""
     ok = np.ones(len(rows), dtype=bool)
     if state.affinity:
-        has_all = np.ones(len(rows), dtype=bool)
-        pods_exist = np.ones(len(rows), dtype=bool)
+        counts = state.affinity_counts
         for term in state.affinity:
-            counts, has = state.affinity_counts.row_values(term.topology_key, rows)
-            has_all &= has
-            pods_exist &= counts > 0
-        if state.affinity_counts.empty() and state.self_match:
-            ok &= has_all
-        else:
-            ok &= has_all & pods_exist
+            ok &= counts.row_has(term.topology_key, rows)
+        if not (counts.empty() and state.self_match):
+            for term in state.affinity:
+                ok &= counts.row_counts(term.topology_key, rows) > 0
     if not state.anti_counts.empty():
         for term in state.anti:
-            counts, _ = state.anti_counts.row_values(term.topology_key, rows)
-            ok &= counts <= 0
+            ok &= state.anti_counts.row_counts(term.topology_key, rows) <= 0
     existing = state.existing_counts
     if not existing.empty():
         for key in existing.arrays:
-            counts, _ = existing.row_values(key, rows)
-            ok &= counts <= 0
+            ok &= existing.row_counts(key, rows) <= 0
     return ok

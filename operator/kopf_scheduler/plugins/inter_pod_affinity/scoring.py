@@ -91,8 +91,7 @@ def score_node(state: PreScoreState, node: NodeInfo) -> int:
 def score_rows(state: PreScoreState, rows: np.ndarray) -> np.ndarray:
     total = np.zeros(len(rows), dtype=np.int64)
     for key in state.sums.arrays:
-        counts, _ = state.sums.row_values(key, rows)
-        total += counts
+        total += state.sums.row_counts(key, rows)
     return total
 
 

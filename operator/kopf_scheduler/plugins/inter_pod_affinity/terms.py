@@ -169,6 +169,9 @@ def _preferred(pod: PodInfo, group: Mapping[str, Any]) -> tuple[WeightedTerm, ..
     return tuple(out)
 
 
+_NO_TERMS = PodTerms()
+
+
 def _parse(pod: PodInfo) -> PodTerms:
     affinity = pod.affinity.get("podAffinity") or {}
     anti = pod.affinity.get("podAntiAffinity") or {}
@@ -192,12 +195,31 @@ def _parse(pod: PodInfo) -> PodTerms:
     return PodTerms(groups[0], groups[1], groups[2], groups[3], error)
 
 
+#: parsed terms by (namespace, spec text), shared by the PodInfos of pods of one template and by the
+#: successive PodInfos of one pod (``repr`` of API data is faithful, and cheap); dropped wholesale when it
+#: grows past the bound
+_BY_SPEC: dict[tuple[str, str, str], PodTerms] = {}
+_MAX_SPECS = 4096
+
+
 def pod_terms(pod: PodInfo) -> PodTerms:
-    """The pod's parsed terms, computed once per ``PodInfo``."""
+    """The pod's parsed terms, computed once per ``PodInfo`` (and once per distinct spec)."""
     extra = pod.extra
     terms = extra.get(_EXTRA_KEY)
     if terms is None:
-        terms = extra[_EXTRA_KEY] = _parse(pod)
+        affinity = pod.affinity
+        pod_affinity, anti = affinity.get("podAffinity"), affinity.get("podAntiAffinity")
+        if not pod_affinity and not anti:
+            terms = _NO_TERMS
+        else:
+            key = (pod.namespace, repr(pod_affinity), repr(anti))
+            terms = _BY_SPEC.get(key)
+            if terms is None:
+                terms = _parse(pod)
+                if len(_BY_SPEC) >= _MAX_SPECS:
+                    _BY_SPEC.clear()
+                _BY_SPEC[key] = terms
+        extra[_EXTRA_KEY] = terms
     return terms  # type: ignore[no-any-return]
 
 

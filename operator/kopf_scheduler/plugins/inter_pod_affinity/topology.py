@@ -3,8 +3,12 @@
 ``TopologyIndex`` maps every table row to the index of its value for one key (-1 when the node lacks the
 key); it depends on node labels only, so it is memoised on the ``NodeTable`` until labels change.
 ``TopologyCounts`` is upstream's ``topologyToMatchedTermCount`` (and, for scoring, ``scoreMap``): one int64
-array per key, indexed by value. Pairs whose value no row has (a node outside the snapshot handed to an
-add/remove-pod extension) go to a small side dict so nothing is lost.
+array per key, indexed by value, with one extra slot that stays 0 and stands for "no value" so rows
+without the key read 0 in one gather. Pairs whose value no row has (a node outside the snapshot handed to
+an add/remove-pod extension) go to a small side dict so nothing is lost.
+
+A key whose value is different on every row, in row order (``kubernetes.io/hostname``), is an "identity"
+index: its per-value arrays are per-row arrays, and no gather or scatter is needed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ _MEMO = "InterPodAffinity"
 
 
 class TopologyIndex:
-    __slots__ = ("row_value", "values")
+    __slots__ = ("identity", "padded", "row_value", "values")
 
     def __init__(self, key: str, infos: Sequence[NodeInfo]) -> None:
         values: dict[str, int] = {}
@@ -37,6 +41,10 @@ class TopologyIndex:
         self.values = values
         #: per row: the index of the row's value in ``values``, -1 when the node lacks the key
         self.row_value = row_value
+        #: like ``row_value`` with -1 replaced by the always-zero slot ``len(values)``
+        self.padded = np.where(row_value < 0, len(values), row_value)
+        #: every row has its own value, and value ``i`` is row ``i``'s
+        self.identity = len(values) == len(infos) and bool((row_value == np.arange(len(infos))).all())
 
 
 def topology_index(table: NodeTable, infos: Sequence[NodeInfo], key: str) -> TopologyIndex:
@@ -51,7 +59,7 @@ class TopologyCounts:
 
     def __init__(self, lookup: Lookup) -> None:
         self.lookup = lookup
-        #: per topology key: counts indexed like ``TopologyIndex.values``
+        #: per topology key: counts indexed like ``TopologyIndex.values``, plus the zero slot
         self.arrays: dict[str, np.ndarray] = {}
         self.extra: dict[tuple[str, str], int] = {}
         self._empty: bool | None = True
@@ -60,7 +68,7 @@ class TopologyCounts:
         index = self.lookup(key)
         array = self.arrays.get(key)
         if array is None:
-            array = self.arrays[key] = np.zeros(len(index.values), dtype=np.int64)
+            array = self.arrays[key] = np.zeros(len(index.values) + 1, dtype=np.int64)
         return index, array
 
     def add_rows(self, key: str, row_counts: np.ndarray, factor: int = 1) -> bool:
@@ -68,10 +76,17 @@ class TopologyCounts:
 
         Returns whether any row with a non-zero count has the key (upstream creates a map entry then,
         even when the weight is zero)."""
+        index = self.lookup(key)
+        if index.identity:
+            if not row_counts.any():
+                return False
+            _, array = self._array(key)
+            array[:-1] += row_counts * factor if factor != 1 else row_counts
+            self._empty = None
+            return True
         rows = np.flatnonzero(row_counts)
         if not len(rows):
             return False
-        index = self.lookup(key)
         slots = index.row_value[rows]
         keep = slots >= 0
         if not keep.any():
@@ -108,15 +123,20 @@ class TopologyCounts:
         value = labels.get(key)
         return None if value is None else self.get(key, value)
 
-    def row_values(self, key: str, table_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(counts, has_key) aligned with ``table_rows``; counts are 0 where the node lacks the key."""
-        slots = self.lookup(key).row_value[table_rows]
-        has = slots >= 0
-        out = np.zeros(len(table_rows), dtype=np.int64)
+    def row_counts(self, key: str, table_rows: np.ndarray) -> np.ndarray:
+        """Counts aligned with ``table_rows``; 0 where the node lacks the key. Read-only."""
         array = self.arrays.get(key)
-        if array is not None:
-            out[has] = array[slots[has]]
-        return out, has
+        if array is None:
+            return np.zeros(len(table_rows), dtype=np.int64)
+        index = self.lookup(key)
+        return array[table_rows] if index.identity else array[index.padded[table_rows]]
+
+    def row_has(self, key: str, table_rows: np.ndarray) -> np.ndarray:
+        """Whether each node of ``table_rows`` has the key."""
+        index = self.lookup(key)
+        if index.identity:
+            return np.ones(len(table_rows), dtype=bool)
+        return index.row_value[table_rows] >= 0
 
     def pair_keys(self) -> set[str]:
         """Every key with a count (in an array or among the side pairs)."""
@@ -133,7 +153,7 @@ class TopologyCounts:
         out = dict(self.extra)
         for key, array in self.arrays.items():
             names = list(self.lookup(key).values)
-            for slot in np.flatnonzero(array).tolist():
+            for slot in np.flatnonzero(array[:-1]).tolist():
                 out[(key, names[slot])] = int(array[slot])
         return out
 

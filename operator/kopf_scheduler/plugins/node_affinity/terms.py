@@ -147,8 +147,13 @@ def _names_of_term(term: Mapping[str, Any]) -> frozenset[str] | None:
     return names
 
 
+_NOTHING = PodNodeAffinity(RequiredNodeAffinity((), None), False, None, None, None)
+
+
 def pod_node_affinity(pod_spec: Mapping[str, Any]) -> PodNodeAffinity:
     node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    if not node_affinity and not pod_spec.get("nodeSelector"):
+        return _NOTHING  # most pods: nothing to parse
     required_raw = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     base = RequiredNodeAffinity.of_pod_spec(pod_spec)
     required = RequiredNodeAffinity(base.node_selector, None)

@@ -118,40 +118,68 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore):
         n = len(rows)
         if not any(pod_requests):
             return np.zeros(n, dtype=np.int64)
-        columns: list[tuple[np.ndarray, np.ndarray]] = []  # (fraction, valid) per resource, in order
+        fractions: list[np.ndarray] = []  # per counted resource, in the configured order
+        valid: list[np.ndarray] = []
+        all_valid = True
         for name, pod_amount in zip(self.resources, pod_requests, strict=True):
             col = table.column.get(name)
             if col is None or not self._counted(name, pod_amount):
                 continue
             alloc = table.allocatable[rows, col]
-            valid = alloc != 0
-            requested = (table.requested[rows, col] + pod_amount).astype(np.float64)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                fraction = np.minimum(requested / alloc.astype(np.float64), 1.0)
-            columns.append((np.where(valid, fraction, 0.0), valid))
-        return _vector_scores(columns, n)
+            requested = table.requested[rows, col] + pod_amount
+            ok = alloc != 0
+            complete = bool(ok.all())
+            # int64 / int64 divides as float64, as Go's float64(req) / float64(alloc)
+            fraction = np.minimum(requested / (alloc if complete else np.where(ok, alloc, 1)), 1.0)
+            fractions.append(fraction if complete else np.where(ok, fraction, 0.0))
+            valid.append(ok)
+            all_valid = all_valid and complete
+        if all_valid:
+            return _scores_all_valid(fractions, n)
+        return _scores_masked(fractions, valid, n)
 
 
-def _vector_scores(columns: list[tuple[np.ndarray, np.ndarray]], n: int) -> np.ndarray:
+def _to_score(std: np.ndarray) -> np.ndarray:
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def _scores_all_valid(fractions: list[np.ndarray], n: int) -> np.ndarray:
+    """Every node has every resource: one formula for all rows."""
+    k = len(fractions)
+    if k < 2:
+        return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
+    if k == 2:
+        return _to_score(np.abs((fractions[0] - fractions[1]) / 2))
+    total = np.zeros(n)
+    for fraction in fractions:  # the same additions, in the same order, as the per-node form
+        total = total + fraction
+    mean = total / k
+    squares = np.zeros(n)
+    for fraction in fractions:
+        deviation = fraction - mean
+        squares = squares + deviation * deviation
+    return _to_score(np.sqrt(squares / k))
+
+
+def _scores_masked(fractions: list[np.ndarray], valid: list[np.ndarray], n: int) -> np.ndarray:
+    """Rows differ in which resources count (zero allocatable): the per-node branches, row by row."""
     count = np.zeros(n, dtype=np.int64)
     total = np.zeros(n)
     first = np.zeros(n)
     second = np.zeros(n)
-    for fraction, valid in columns:  # the same additions, in the same order, as the per-node form
+    for fraction, ok in zip(fractions, valid, strict=True):  # adding 0.0 for a left-out resource is exact
         total = total + fraction
-        first = np.where(valid & (count == 0), fraction, first)
-        second = np.where(valid & (count == 1), fraction, second)
-        count += valid
+        first = np.where(ok & (count == 0), fraction, first)
+        second = np.where(ok & (count == 1), fraction, second)
+        count += ok
     safe = np.maximum(count, 1).astype(np.float64)
     mean = total / safe
     squares = np.zeros(n)
-    for fraction, valid in columns:
+    for fraction, ok in zip(fractions, valid, strict=True):
         deviation = fraction - mean
-        squares = squares + np.where(valid, deviation * deviation, 0.0)
-    std = np.where(
-        count == 2, np.abs((first - second) / 2), np.where(count > 2, np.sqrt(squares / safe), 0.0)
-    )
-    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+        squares = squares + np.where(ok, deviation * deviation, 0.0)
+    spread = np.where(count > 2, np.sqrt(squares / safe), 0.0)
+    return _to_score(np.where(count == 2, np.abs((first - second) / 2), spread))
 
 
 def new(args: Args, handle: Any) -> NodeResourcesBalancedAllocation:

@@ -106,31 +106,19 @@ def parse(
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class PodConstraints:
-    """What a pod's own ``topologySpreadConstraints`` say, parsed once per pod."""
-
-    hard: tuple[Constraint, ...]
-    soft: tuple[Constraint, ...]
+_KINDS = {DO_NOT_SCHEDULE: "hard", SCHEDULE_ANYWAY: "soft"}
 
 
-_EXTRA_KEY = "PodTopologySpread.constraints"
-
-
-def own_constraints(pod: PodInfo) -> PodConstraints:
-    """The pod's explicit constraints, memoised on the pod; raises ``ValueError`` naming the kind."""
-    found = pod.extra.get(_EXTRA_KEY)
+def own_constraints(pod: PodInfo, action: str) -> tuple[Constraint, ...]:
+    """The pod's explicit constraints of ``action``, memoised on the pod; raises ``ValueError`` for a
+    selector that cannot be parsed (each kind is parsed only when its extension point needs it)."""
+    key = "PodTopologySpread." + action
+    found = pod.extra.get(key)
     if found is None:
-        raw = pod.topology_spread_constraints
         try:
-            hard = parse(raw, pod.labels, DO_NOT_SCHEDULE)
+            found = pod.extra[key] = parse(pod.topology_spread_constraints, pod.labels, action)
         except SelectorError as e:
-            raise ValueError(f"obtaining pod's hard topology spread constraints: {e}") from None
-        try:
-            soft = parse(raw, pod.labels, SCHEDULE_ANYWAY)
-        except SelectorError as e:
-            raise ValueError(f"obtaining pod's soft topology spread constraints: {e}") from None
-        found = pod.extra[_EXTRA_KEY] = PodConstraints(hard, soft)
+            raise ValueError(f"obtaining pod's {_KINDS[action]} topology spread constraints: {e}") from None
     return found  # type: ignore[no-any-return]
 
 

@@ -83,12 +83,12 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, VectorFilter, PreFilterEx
     def hard_constraints(self, pod: PodInfo) -> tuple[Constraint, ...]:
         """``getConstraints``: the pod's DoNotSchedule constraints, or the default ones."""
         if pod.topology_spread_constraints:
-            return own_constraints(pod).hard
+            return own_constraints(pod, DO_NOT_SCHEDULE)
         return default_constraints(self._default_hard, self.default_selector, pod)
 
     def soft_constraints(self, pod: PodInfo) -> tuple[Constraint, ...]:
         if pod.topology_spread_constraints:
-            return own_constraints(pod).soft
+            return own_constraints(pod, SCHEDULE_ANYWAY)
         return default_constraints(self._default_soft, self.default_selector, pod)
 
     # -- pre-filter and filter -------------------------------------------------------------------------

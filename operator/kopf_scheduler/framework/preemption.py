@@ -1,0 +1,283 @@
+"""Preemption's generic part (upstream's ``framework/preemption``): from the filter verdicts to the node to
+nominate and the victims to evict. A preemption plugin supplies the policy (``PreemptionPolicy``): who may
+preempt, which pods on a node must go, how many candidate nodes to try and from where.
+
+Steps, as kube-scheduler v1.34 runs them:
+
+1. The pod must be eligible (the plugin says why not: the reason becomes the post-filter message).
+2. Candidates: only nodes the filters rejected as ``Unschedulable`` (``UnschedulableAndUnresolvable``
+   nodes cannot be helped by removing pods). A dry run on copies of the node and of the cycle state, from
+   the plugin's offset, until the plugin's number of candidates is found with at least one that violates
+   no PodDisruptionBudget. A node that fits with no victim at all is an error; nodes that cannot be helped
+   keep the status the dry run gave them.
+3. No candidate: the pod stays unschedulable; the message is a nested ``FitError`` over all nodes, where
+   nodes the dry run did not try count as ``Preemption is not helpful for scheduling``, and any previous
+   nomination is cleared.
+4. The best candidate (``pick_one_node_for_preemption``) is nominated. Its victims are evicted (pods
+   waiting in permit are rejected instead) and lower-priority pods nominated to that node lose their
+   nomination: ``prepare_candidate``, which the scheduler awaits outside the scheduling cycle while the
+   preemptor stays in flight, so it is not retried before the API calls are done.
+
+Dry runs go through the nodes one by one in a fixed order; kube-scheduler runs them in parallel, so which
+candidates it finds first may differ, never what a candidate is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
+from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
+from kopf_scheduler.framework.handle import Handle, PodNominator
+from kopf_scheduler.framework.interface import NodeStatusMap, PostFilterResult
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.pod_info import PodInfo, parse_timestamp
+from kopf_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
+
+#: the status of every node the dry run did not try (upstream's absent-node status for preemption)
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+#: the message a waiting (permit) victim is rejected with
+PREEMPTED = "preempted"
+#: added to every priority when summing victims' priorities, so that negative priorities sum sensibly
+PRIORITY_OFFSET = 2**31
+_START_TIME_KEY = "preemption/startTime"
+
+
+class PreemptionPolicy(Protocol):
+    """What a preemption plugin decides (upstream's ``preemption.Interface``)."""
+
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        """Where the dry run starts among ``num_nodes`` potential nodes, and how many candidates it wants."""
+
+    def pod_eligible_to_preempt_others(
+        self, pod: PodInfo, nominated_status: Status | None
+    ) -> tuple[bool, str]:
+        """Whether ``pod`` may preempt at all; when not, the reason."""
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, pdbs: Sequence[DisruptionBudget], now: float
+    ) -> tuple[list[PodInfo], int, Status | None]:
+        """The fewest pods to remove from ``node`` (a copy, as is ``state``) so ``pod`` fits, most
+        important first, and how many of them violate a PodDisruptionBudget; or why the node cannot
+        help."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    name: str
+    #: most important first
+    victims: list[PodInfo]
+    num_pdb_violations: int = 0
+
+
+class StatusMap:
+    """Node verdicts by name, with a status for every node not listed (upstream's ``NodeToStatus``)."""
+
+    def __init__(self, absent: Status | None = None) -> None:
+        self.known: dict[str, Status] = {}
+        self.absent = absent
+
+    def get(self, name: str) -> Status | None:
+        return self.known.get(name)
+
+    def items(self) -> Iterator[tuple[str, Status]]:
+        return iter(list(self.known.items()))
+
+    def __len__(self) -> int:
+        return len(self.known)
+
+
+def pod_start_time(pod: PodInfo, now: float) -> float:
+    """``status.startTime`` in epoch seconds; ``now`` for a pod that has not started (upstream's
+    ``GetPodStartTime``)."""
+    extra = pod.extra
+    if _START_TIME_KEY not in extra:
+        status = pod.raw.get("status")
+        raw = status.get("startTime") if isinstance(status, Mapping) else None
+        try:
+            extra[_START_TIME_KEY] = parse_timestamp(raw) if raw else None
+        except ValueError:
+            extra[_START_TIME_KEY] = None
+    started = extra[_START_TIME_KEY]
+    return now if started is None else started
+
+
+def importance_key(now: float) -> Callable[[PodInfo], tuple[int, float]]:
+    """A sort key putting more important pods first: higher priority, then the longer running
+    (upstream's ``MoreImportantPod``)."""
+    return lambda pod: (-pod.priority, pod_start_time(pod, now))
+
+
+def earliest_start_of_highest_priority(victims: Sequence[PodInfo], now: float) -> float:
+    """The earliest start time among the victims of the highest priority (``GetEarliestPodStartTime``)."""
+    top = max(p.priority for p in victims)
+    return min(pod_start_time(p, now) for p in victims if p.priority == top)
+
+
+def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float) -> str:
+    """The candidate to nominate: fewest PDB violations, then the lowest highest-victim priority, the
+    lowest sum of victim priorities, the fewest victims, the latest start of the highest-priority
+    victims; the first of any remaining tie."""
+    if not candidates:
+        return ""
+    criteria = (
+        lambda c: -c.num_pdb_violations,
+        lambda c: -c.victims[0].priority,
+        lambda c: -sum(p.priority + PRIORITY_OFFSET for p in c.victims),
+        lambda c: -len(c.victims),
+        lambda c: earliest_start_of_highest_priority(c.victims, now),
+    )
+    remaining = list(candidates)
+    for score in criteria:
+        scores = [score(c) for c in remaining]
+        best = max(scores)
+        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
+        if len(remaining) == 1:
+            break
+    return remaining[0].name
+
+
+def lower_priority_nominated_pods(nominator: PodNominator, pod: PodInfo, node_name: str) -> list[PodInfo]:
+    return [p for p in nominator.nominated_pods_for_node(node_name) if p.priority < pod.priority]
+
+
+def _aggregate(messages: list[str]) -> str:
+    """Several errors read as upstream's aggregate error: ``[a, b]``."""
+    return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+
+
+@dataclass
+class Evaluator:
+    plugin_name: str
+    handle: Handle
+    policy: PreemptionPolicy
+    #: candidates of the last dry run, for tests and explanations
+    last_candidates: list[Candidate] = field(default_factory=list)
+
+    def preempt(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap, now: float
+    ) -> tuple[PostFilterResult | None, Status]:
+        """``(result, status)``: success with the node to nominate; unschedulable with the reason (and a
+        result clearing the nomination when no node can help); error when the dry run failed."""
+        nominated_status = _status_of(statuses, pod.nominated_node_name) if pod.nominated_node_name else None
+        eligible, reason = self.policy.pod_eligible_to_preempt_others(pod, nominated_status)
+        if not eligible:
+            return None, unschedulable(reason)
+        all_nodes = self.handle.snapshot().node_infos
+        if not all_nodes:  # nothing to preempt on; kube-scheduler does not even get here
+            return None, Status(Code.UNSCHEDULABLE)
+        candidates, dry_run, errors = self.find_candidates(state, pod, all_nodes, statuses, now)
+        self.last_candidates = candidates
+        if errors and not candidates:
+            return None, error(_aggregate(errors))
+        if not candidates:
+            dry_run.absent = unresolvable(NOT_HELPFUL)
+            diagnosis = Diagnosis(node_statuses=dry_run, absent_status=dry_run.absent)
+            return PostFilterResult(""), unschedulable(str(FitError(pod, len(all_nodes), diagnosis)))
+        best = self.select_candidate(candidates, now)
+        return (
+            PostFilterResult(
+                best.name, list(best.victims), prepare=lambda: self.prepare_candidate(best, pod)
+            ),
+            Status(Code.SUCCESS),
+        )
+
+    def find_candidates(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        all_nodes: Sequence[NodeInfo],
+        statuses: NodeStatusMap,
+        now: float,
+    ) -> tuple[list[Candidate], StatusMap, list[str]]:
+        potential = _nodes_with_code(all_nodes, statuses, Code.UNSCHEDULABLE)
+        if not potential:
+            return [], StatusMap(), []
+        offset, wanted = self.policy.get_offset_and_num_candidates(len(potential))
+        return self.dry_run_preemption(state, pod, potential, self.handle.pdbs(), offset, wanted, now)
+
+    def dry_run_preemption(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        potential: Sequence[NodeInfo],
+        pdbs: Sequence[DisruptionBudget],
+        offset: int,
+        wanted: int,
+        now: float,
+    ) -> tuple[list[Candidate], StatusMap, list[str]]:
+        """Tries the potential nodes from ``offset`` on; stops once ``wanted`` candidates are found and at
+        least one of them violates no budget. Candidates violating no budget come first."""
+        non_violating: list[Candidate] = []
+        violating: list[Candidate] = []
+        dry_run = StatusMap()
+        errors: list[str] = []
+        count = len(potential)
+        for i in range(count):
+            node = potential[(offset + i) % count].clone()
+            victims, violations, status = self.policy.select_victims_on_node(
+                state.clone(), pod, node, pdbs, now
+            )
+            if status is None and victims:
+                kept = non_violating if violations == 0 else violating
+                if len(kept) < wanted:
+                    kept.append(Candidate(node.name, victims, violations))
+                if non_violating and len(non_violating) + len(violating) >= wanted:
+                    break
+                continue
+            if status is None:
+                status = error(f'expected at least one victim pod on node "{node.name}"')
+            if status.code == Code.ERROR:
+                errors.append(status.message())
+            dry_run.known[node.name] = status
+        return non_violating + violating, dry_run, errors
+
+    def select_candidate(self, candidates: Sequence[Candidate], now: float) -> Candidate:
+        if len(candidates) == 1:
+            return candidates[0]
+        name = pick_one_node_for_preemption(candidates, now)
+        return next((c for c in candidates if c.name == name), candidates[0])
+
+    async def prepare_candidate(self, candidate: Candidate, pod: PodInfo) -> Status | None:
+        """Evicts the victims (rejecting those waiting in permit), then takes the node's nomination from
+        lower-priority pods. The first failed eviction is returned as an error status."""
+        handle = self.handle
+        evictions = []
+        for victim in candidate.victims:
+            if victim.deletion_timestamp:
+                continue  # its graceful deletion has begun: another call would change nothing
+            waiting = handle.waiting_pods.get(victim.uid)
+            if waiting is not None:
+                waiting.reject(self.plugin_name, PREEMPTED)
+                continue
+            evictions.append(handle.client.evict(victim, pod, candidate.name))
+        outcomes = await asyncio.gather(*evictions, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                return error(str(outcome), plugin=self.plugin_name, cause=outcome)
+        nominator = handle.nominator
+        for nominee in lower_priority_nominated_pods(nominator, pod, candidate.name):
+            nominator.add_nominated_pod(nominee, "")
+            if nominee.nominated_node_name:
+                handle.client.clear_nominated_node_name(nominee)
+        return None
+
+
+def _status_of(statuses: NodeStatusMap, name: str) -> Status | None:
+    status = statuses.get(name)
+    return status if status is not None else getattr(statuses, "absent", None)
+
+
+def _nodes_with_code(nodes: Sequence[NodeInfo], statuses: NodeStatusMap, code: Code) -> list[NodeInfo]:
+    """The nodes whose verdict has ``code``, in snapshot order; nodes without a verdict have the map's
+    ``absent`` status, when it has one (upstream's ``NodesForStatusCode``)."""
+    absent: Status | None = getattr(statuses, "absent", None)
+    if absent is not None and absent.code == code:
+        known = dict(statuses.items())
+        return [n for n in nodes if known.get(n.name, absent).code == code]
+    names = {name for name, status in statuses.items() if status.code == code}
+    return [n for n in nodes if n.name in names] if names else []

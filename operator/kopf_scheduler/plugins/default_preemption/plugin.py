@@ -1,0 +1,90 @@
+"""DefaultPreemption: when no node fits, make room on one by evicting lower-priority pods
+(``defaultpreemption/default_preemption.go``; the generic steps are ``framework.preemption``).
+
+The preemptor is nominated to the chosen node and requeued; the evictions run before its attempt ends
+(the scheduler awaits them outside the scheduling cycle), so it is retried only after they were sent and
+lands on its nominated node once the victims are gone. kube-scheduler v1.34 sends them from a goroutine
+and holds the pod back with a PreEnqueue check until they are done (``SchedulerAsyncPreemption``); the
+pod sees the same thing, so this plugin needs no PreEnqueue and no queueing hints.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
+from kopf_scheduler.framework.handle import Handle
+from kopf_scheduler.framework.interface import NodeStatusMap, PostFilterPlugin, PostFilterResult
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.preemption import Evaluator
+from kopf_scheduler.framework.status import Code, Status
+from kopf_scheduler.plugins import names
+from kopf_scheduler.plugins.default_preemption.args import Args
+from kopf_scheduler.plugins.default_preemption.victims import (
+    may_preempt,
+    select_victims_on_node,
+    terminating_by_preemption,
+)
+
+NAME = names.DEFAULT_PREEMPTION
+#: every message of this plugin starts with it
+MESSAGE_PREFIX = "preemption: "
+NOT_ELIGIBLE_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+PREEMPT_NEVER = "Never"
+
+
+class DefaultPreemption(PostFilterPlugin):
+    name = NAME
+
+    def __init__(self, args: Args, handle: Handle, wall: Callable[[], float] = time.time) -> None:
+        self.args = args
+        self.handle = handle
+        #: wall-clock seconds: pods that have not started count as starting now
+        self.wall = wall
+        self.evaluator = Evaluator(NAME, handle, self)
+
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        result, status = self.evaluator.preempt(state, pod, node_statuses, self.wall())
+        message = status.message()
+        if message:
+            return result, Status(status.code, (MESSAGE_PREFIX + message,), NAME, status.cause)
+        return result, status
+
+    # -- the policy the generic evaluator asks for -----------------------------------------------------
+    def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        return self.handle.rng.randrange(num_nodes), self.args.num_candidates(num_nodes)
+
+    def pod_eligible_to_preempt_others(
+        self, pod: PodInfo, nominated_status: Status | None
+    ) -> tuple[bool, str]:
+        """Not with ``preemptionPolicy: Never``; not while a pod of lower priority on the nominated node
+        is terminating because of preemption (the room this pod asked for is on its way), unless the
+        nominated node now fails for a reason preemption cannot fix."""
+        if pod.preemption_policy == PREEMPT_NEVER:
+            return False, NOT_ELIGIBLE_POLICY_NEVER
+        nominated = pod.nominated_node_name
+        if nominated:
+            if nominated_status is not None and nominated_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            node = self.handle.snapshot().get(nominated)
+            if node is not None:
+                for other in node.pods.values():
+                    if may_preempt(other, pod) and terminating_by_preemption(other):
+                        return False, NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: PodInfo, node: NodeInfo, pdbs: Sequence[DisruptionBudget], now: float
+    ) -> tuple[list[PodInfo], int, Status | None]:
+        return select_victims_on_node(self.handle, state, pod, node, pdbs, now)
+
+
+def new(args: Args, handle: Any) -> DefaultPreemption:
+    return DefaultPreemption(args, handle)

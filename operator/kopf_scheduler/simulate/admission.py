@@ -1,0 +1,142 @@
+"""What the API server and its controllers would have filled in before the scheduler sees the objects:
+pod priorities from PriorityClasses (the ``Priority`` admission plugin) and, for PodDisruptionBudgets
+given without a status, ``status.disruptionsAllowed`` (the disruption controller).
+
+Priorities follow ``plugin/pkg/admission/priority``: a pod naming a class gets its value and its
+``preemptionPolicy``; a pod naming none gets the global default class (the lowest-valued one if several
+claim it), else priority 0. The built-in ``system-cluster-critical`` and ``system-node-critical`` classes
+always exist. A pod that already carries ``spec.priority`` and names no class is taken as resolved (as
+objects exported from a cluster are). Contradictions the API server would refuse are errors here too.
+
+Budgets without a status count every matching pod of the input as expected and the bound ones as
+healthy: ``disruptionsAllowed = max(0, healthy - desiredHealthy)``, where ``desiredHealthy`` is
+``minAvailable`` or ``expected - maxUnavailable`` (percentages of ``expected`` rounded up).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from kopf_scheduler.framework.selectors import LabelSelector, SelectorError
+
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, "Never")
+#: created by every API server at start-up (``pkg/apis/scheduling``)
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+SYSTEM_PREFIX = "system-"
+
+
+class AdmissionError(ValueError):
+    """An object the API server would refuse; the message says why, in its words where it has them."""
+
+
+@dataclass(frozen=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+
+
+def builtin_priority_classes() -> dict[str, PriorityClass]:
+    return {name: PriorityClass(name, value) for name, value in SYSTEM_PRIORITY_CLASSES.items()}
+
+
+def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClass:
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    if not name:
+        raise AdmissionError("metadata.name: required")
+    value = obj.get("value")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdmissionError(f"value: must be an integer, not {value!r}")
+    policy = obj.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY
+    if policy not in PREEMPTION_POLICIES:
+        raise AdmissionError(
+            f"preemptionPolicy: must be one of {', '.join(PREEMPTION_POLICIES)}, not {policy!r}"
+        )
+    if name.startswith(SYSTEM_PREFIX) and SYSTEM_PRIORITY_CLASSES.get(name) != value:
+        raise AdmissionError(
+            f"metadata.name: {name!r}: the '{SYSTEM_PREFIX}' prefix is reserved for system use"
+        )
+    return PriorityClass(name, value, bool(obj.get("globalDefault")), policy)
+
+
+def default_class(classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
+    defaults = [c for c in classes.values() if c.global_default]
+    return min(defaults, key=lambda c: c.value) if defaults else None
+
+
+def resolve_priority(pod: MutableMapping[str, Any], classes: Mapping[str, PriorityClass]) -> None:
+    """Sets ``spec.priority`` (and ``priorityClassName``, ``preemptionPolicy``) as admission would."""
+    spec = pod.setdefault("spec", {})
+    name = spec.get("priorityClassName") or ""
+    if name:
+        chosen = classes.get(name)
+        if chosen is None:
+            raise AdmissionError(f"no PriorityClass with name {name} was found")
+    else:
+        if spec.get("priority") is not None:
+            return
+        chosen = default_class(classes)
+        if chosen is None:
+            return
+        spec["priorityClassName"] = chosen.name
+    given = spec.get("priority")
+    if given is not None and given != chosen.value:
+        raise AdmissionError(
+            f"the integer value of priority ({given}) must not be provided in pod spec; priority admission "
+            f"controller computed {chosen.value} from the given PriorityClass name"
+        )
+    spec["priority"] = chosen.value
+    policy = spec.get("preemptionPolicy")
+    if policy is not None and policy != chosen.preemption_policy:
+        raise AdmissionError(
+            f"the string value of PreemptionPolicy ({policy}) must not be provided in pod spec; priority "
+            f"admission controller computed {chosen.preemption_policy} from the given PriorityClass name"
+        )
+    spec["preemptionPolicy"] = chosen.preemption_policy
+
+
+def _scaled(value: Any, expected: int, field: str) -> int:
+    if isinstance(value, bool):
+        raise AdmissionError(f"{field}: must be an integer or a percentage, not {value!r}")
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    if not text.endswith("%") or not text[:-1].isdigit():
+        raise AdmissionError(f"{field}: must be an integer or a percentage, not {value!r}")
+    return math.ceil(int(text[:-1]) * expected / 100)
+
+
+def default_disruptions_allowed(pdb: MutableMapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> None:
+    """Fills ``status.disruptionsAllowed`` of a budget that has none (see the module docstring)."""
+    status = pdb.get("status")
+    if isinstance(status, Mapping) and status.get("disruptionsAllowed") is not None:
+        return
+    meta = pdb.get("metadata") or {}
+    spec = pdb.get("spec") or {}
+    namespace = meta.get("namespace") or "default"
+    try:
+        selector = LabelSelector.parse(spec.get("selector")) if spec.get("selector") is not None else None
+    except SelectorError as e:
+        raise AdmissionError(f"spec.selector: {e}") from None
+    expected = healthy = 0
+    for pod in pods:
+        pod_meta = pod.get("metadata") or {}
+        if (pod_meta.get("namespace") or "default") != namespace:
+            continue
+        if selector is None or not selector.matches(pod_meta.get("labels") or {}):
+            continue
+        expected += 1
+        healthy += bool((pod.get("spec") or {}).get("nodeName"))
+    desired = 0  # neither set: every healthy pod may go
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - _scaled(spec["maxUnavailable"], expected, "spec.maxUnavailable"))
+    elif spec.get("minAvailable") is not None:
+        desired = _scaled(spec["minAvailable"], expected, "spec.minAvailable")
+    new_status = dict(status) if isinstance(status, Mapping) else {}
+    new_status["disruptionsAllowed"] = max(0, healthy - desired)
+    pdb["status"] = new_status

@@ -1,0 +1,72 @@
+"""Preemption's API calls against the real API server, as kube-scheduler's PreemptPod makes them: the
+DisruptionTarget condition, then the DELETE, then the Preempted event; and clearing a nominated node."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.k8s import KubeClient
+
+pytestmark = pytest.mark.e2e
+
+
+def create(cp: ClusterHarness, ns: str, name: str, **spec: Any) -> PodInfo:
+    return PodInfo(cp.post(f"/api/v1/namespaces/{ns}/pods", pod_manifest(name, ns, **spec)))
+
+
+async def test_evict_marks_deletes_and_reports(control_plane: ClusterHarness) -> None:
+    ns = control_plane.create_namespace("k8s-preempt")
+    victim = create(control_plane, ns, "low")
+    preemptor = create(control_plane, ns, "high", schedulerName="kopf-scheduler")
+    async with KubeClient.from_environment(control_plane.kubeconfig) as client:
+        client.scheduler_name_for = lambda pod: pod.scheduler_name
+        await client.bind(victim, "node-1")
+        victim = PodInfo(control_plane.get(f"/api/v1/namespaces/{ns}/pods/low"))
+        await client.evict(victim, preemptor, "node-1")
+    pod = control_plane.get(f"/api/v1/namespaces/{ns}/pods/low")  # bound: terminating, no kubelet to finish
+    assert pod["metadata"].get("deletionTimestamp"), dumps(pod["metadata"])
+    conditions = {c["type"]: c for c in pod["status"]["conditions"]}
+    target = conditions["DisruptionTarget"]
+    assert {k: target[k] for k in ("status", "reason", "message")} == {
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": "kopf-scheduler: preempting to accommodate a higher priority pod",
+    }, dumps(target)
+    [event] = control_plane.get(
+        f"/apis/events.k8s.io/v1/namespaces/{ns}/events?fieldSelector=reason%3DPreempted"
+    )["items"]
+    assert (event["type"], event["action"]) == ("Normal", "Preempting")
+    assert event["note"] == f"Preempted by pod {preemptor.uid} on node node-1"
+    assert event["regarding"]["uid"] == victim.uid and event["related"]["uid"] == preemptor.uid
+    assert event["reportingController"] == "kopf-scheduler"  # the preemptor's profile
+
+
+async def test_evicting_a_gone_victim_is_quiet(control_plane: ClusterHarness) -> None:
+    ns = control_plane.create_namespace("k8s-preempt")
+    victim = create(control_plane, ns, "low")
+    preemptor = create(control_plane, ns, "high")
+    control_plane.delete(f"/api/v1/namespaces/{ns}/pods/low")
+    async with KubeClient.from_environment(control_plane.kubeconfig) as client:
+        await client.evict(victim, preemptor, "node-1")
+    assert control_plane.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"] == []
+
+
+async def test_clear_nominated_node_name(control_plane: ClusterHarness) -> None:
+    ns = control_plane.create_namespace("k8s-preempt")
+    pod = create(control_plane, ns, "web")
+    async with KubeClient.from_environment(control_plane.kubeconfig) as client:
+        client.record_failure(pod, "Unschedulable", "0/1 nodes are available: 1 Too many pods.", "node-1")
+        await asyncio.sleep(0.3)
+        nominated = PodInfo(control_plane.get(f"/api/v1/namespaces/{ns}/pods/web"))
+        assert nominated.nominated_node_name == "node-1"
+        other = KubeClient.from_environment(control_plane.kubeconfig)  # knows only the pod object
+        other.clear_nominated_node_name(nominated)
+        assert await other.close()
+        assert other.stats.status_patches_sent == 1
+    status = control_plane.get(f"/api/v1/namespaces/{ns}/pods/web")["status"]
+    assert "nominatedNodeName" not in status, dumps(status)

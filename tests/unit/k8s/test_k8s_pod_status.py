@@ -1,0 +1,175 @@
+"""The PodScheduled condition and nominatedNodeName: upstream's UpdatePodCondition/updatePod semantics,
+and the background writer that skips repeats and merges waiting patches."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from _fake_api import FakeRest  # type: ignore[import-not-found]
+
+from kopf_scheduler.framework.clock import VirtualClock
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.k8s.conditions import (
+    merge_patches,
+    pod_scheduled_false,
+    status_patch,
+    update_pod_condition,
+)
+from kopf_scheduler.k8s.pod_status import PodStatusWriter
+from kopf_scheduler.k8s.rest import STRATEGIC_MERGE_PATCH, Response
+
+T0, T1 = "2024-01-01T00:00:00Z", "2024-01-01T00:05:00Z"
+MSG = "0/3 nodes are available: 3 Insufficient cpu."
+
+
+def cond(
+    status: str = "False", reason: str = "Unschedulable", message: str = MSG, **extra: Any
+) -> dict[str, Any]:
+    return {"type": "PodScheduled", "status": status, "reason": reason, "message": message, **extra}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "changed", "transition"),
+    [
+        pytest.param(None, cond(), True, T1, id="added"),
+        pytest.param(cond(lastTransitionTime=T0), cond(), False, T0, id="same-keeps-transition-time"),
+        pytest.param(cond(lastTransitionTime=T0), cond(message="other"), True, T0, id="message-changed"),
+        pytest.param(
+            cond(lastTransitionTime=T0), cond(reason="SchedulerError"), True, T0, id="reason-changed"
+        ),
+        pytest.param(cond("True", "", "", lastTransitionTime=T0), cond(), True, T1, id="status-changed"),
+    ],
+)
+def test_update_pod_condition(old: dict | None, new: dict, changed: bool, transition: str) -> None:
+    ready = {"type": "Ready", "status": "False"}
+    status: dict[str, Any] = {"conditions": [ready] + ([old] if old else [])}
+    assert update_pod_condition(status, new, T1) is changed
+    assert status["conditions"][0] == ready
+    assert status["conditions"][-1]["lastTransitionTime"] == transition
+    assert len(status["conditions"]) == 2
+
+
+def test_status_patch_carries_only_what_changes() -> None:
+    old = {"phase": "Pending", "conditions": [cond(lastTransitionTime=T0)], "nominatedNodeName": "n1"}
+    assert status_patch(old, cond(), None, T1) is None
+    assert status_patch(old, cond(), "n1", T1) is None
+    assert status_patch(old, cond(), "n2", T1) == {"status": {"nominatedNodeName": "n2"}}
+    assert status_patch(old, cond(), "", T1) == {"status": {"nominatedNodeName": None}}
+    assert status_patch(old, cond(message="new"), None, T1) == {
+        "status": {"conditions": [cond(message="new", lastTransitionTime=T0)]}
+    }
+    assert status_patch({}, cond(), "", T1) == {"status": {"conditions": [cond(lastTransitionTime=T1)]}}
+
+
+def test_condition_carries_the_generation_when_known() -> None:
+    assert pod_scheduled_false("Unschedulable", MSG, 3)["observedGeneration"] == 3
+    assert "observedGeneration" not in pod_scheduled_false("Unschedulable", MSG, None)
+
+
+def test_merge_patches_keeps_the_latest_of_each_field() -> None:
+    older = {"status": {"conditions": [cond(message="a")], "nominatedNodeName": "n1"}}
+    newer = {"status": {"conditions": [cond(message="b")]}}
+    assert merge_patches(older, newer) == {
+        "status": {"conditions": [cond(message="b")], "nominatedNodeName": "n1"}
+    }
+
+
+def pod(name: str = "p", uid: str = "u1", status: dict | None = None) -> PodInfo:
+    raw = {
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "generation": 1},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": status or {"phase": "Pending"},
+    }
+    return PodInfo(raw)
+
+
+@pytest.fixture
+def rest() -> FakeRest:
+    return FakeRest()
+
+
+@pytest.fixture
+def writer(rest: FakeRest) -> PodStatusWriter:
+    return PodStatusWriter(rest, VirtualClock(), workers=1, wall=lambda: 1_700_000_000.0)  # type: ignore[arg-type]
+
+
+async def test_repeated_failure_with_the_same_message_is_patched_once(
+    rest: FakeRest, writer: PodStatusWriter
+) -> None:
+    p = pod()
+    for _ in range(20):
+        writer.record_failure(p, "Unschedulable", MSG, None)
+        await asyncio.sleep(0)
+    assert await writer.close(1.0)
+    assert len(rest.calls) == 1
+    call = rest.calls[0]
+    assert (call.method, call.path, call.content_type) == ("PATCH", "/api/v1/namespaces/ns/pods/p/status",
+                                                           STRATEGIC_MERGE_PATCH)  # fmt: skip
+    assert call.body == {
+        "status": {"conditions": [cond(lastTransitionTime="2023-11-14T22:13:20Z", observedGeneration=1)]}
+    }
+    assert rest.stats.status_patches_sent == 1 and rest.stats.status_patches_skipped == 19
+
+
+async def test_pod_already_saying_the_same_is_not_patched(rest: FakeRest, writer: PodStatusWriter) -> None:
+    writer.record_failure(
+        pod(status={"conditions": [cond(lastTransitionTime=T0)]}), "Unschedulable", MSG, None
+    )
+    assert await writer.close(1.0)
+    assert rest.calls == []
+
+
+async def test_waiting_patches_for_one_pod_merge(rest: FakeRest, writer: PodStatusWriter) -> None:
+    p = pod()
+    writer.record_failure(p, "Unschedulable", "first", "n1")  # no await: still waiting when the next comes
+    writer.record_failure(p, "Unschedulable", "second", None)
+    assert await writer.close(1.0)
+    assert len(rest.calls) == 1
+    status = rest.calls[0].body["status"]
+    assert status["nominatedNodeName"] == "n1" and status["conditions"][0]["message"] == "second"
+    assert rest.stats.status_patches_coalesced == 1
+
+
+async def test_a_patch_in_flight_is_followed_not_overtaken(rest: FakeRest) -> None:
+    rest.gate = asyncio.Event()
+    writer = PodStatusWriter(rest, VirtualClock(), workers=4)  # type: ignore[arg-type]
+    p = pod()
+    writer.record_failure(p, "Unschedulable", "first", None)
+    await asyncio.sleep(0.01)
+    writer.record_failure(p, "Unschedulable", "second", None)
+    await asyncio.sleep(0.01)
+    assert len(rest.calls) == 1  # the second waits for the first although workers are free
+    rest.gate.set()
+    assert await writer.close(1.0)
+    assert [c.body["status"]["conditions"][0]["message"] for c in rest.calls] == ["first", "second"]
+
+
+async def test_binding_cancels_a_waiting_patch_and_forgets(rest: FakeRest, writer: PodStatusWriter) -> None:
+    p = pod()
+    writer.record_failure(p, "Unschedulable", MSG, None)
+    writer.forget(p)
+    assert await writer.close(1.0)
+    assert rest.calls == []
+    assert writer.known == {}
+
+
+async def test_failed_patch_is_retried_then_forgotten(rest: FakeRest) -> None:
+    rest.answer = lambda call: Response(500, b'{"message":"etcd is sad"}')
+    writer = PodStatusWriter(rest, VirtualClock(), workers=1, retry_delays=())  # type: ignore[arg-type]
+    p = pod()
+    writer.record_failure(p, "Unschedulable", MSG, None)
+    assert await writer.pool.drain(1.0)
+    assert rest.stats.status_patch_errors == 1 and writer.known == {}
+    # the next identical failure is tried again, since the pod's state is unknown
+    rest.answer = lambda call: Response(200, b"{}")
+    writer.record_failure(p, "Unschedulable", MSG, None)
+    assert await writer.close(1.0)
+    assert rest.stats.status_patches_sent == 1
+
+
+async def test_nothing_is_accepted_after_close(rest: FakeRest, writer: PodStatusWriter) -> None:
+    assert await writer.close(1.0)
+    writer.record_failure(pod(), "Unschedulable", MSG, None)
+    assert writer.pending == {} and rest.calls == []
