@@ -65,6 +65,16 @@ def spread_pod(name: str) -> Any:
     return basic_pod(name).label("app", "spread").spread(constraint)
 
 
+def low_priority_pod(name: str) -> Any:
+    """scheduler_perf's ``pod-low-priority.yaml``: no priority, 900m CPU and 500 Mi (requests = limits)."""
+    return basic_pod(name).req(cpu="900m").limits(cpu="900m", memory="500Mi")
+
+
+def high_priority_pod(name: str) -> Any:
+    """``pod-high-priority.yaml``: priority 10, 3 CPU, 500 Mi: preempts 3 of a full node's 4 low pods."""
+    return basic_pod(name).priority(10).req(cpu="3").limits(cpu="3", memory="500Mi")
+
+
 WORKLOADS = {
     # name: (builder of a measured pod, initial pods[, builder of an initial pod (bound by build)])
     "SchedulingBasic": (lambda i: basic_pod(f"pod-{i}").obj(), 1000),
@@ -72,6 +82,12 @@ WORKLOADS = {
         lambda i: anti_affinity_pod(f"pod-{i}", "sched-1").obj(),
         1000,
         lambda i: anti_affinity_pod(f"init-{i}", "sched-0"),
+    ),
+    # scheduler_perf's PreemptionBasic/1000Nodes: --nodes 1000 --pods 1000 (4 low-priority pods per node)
+    "PreemptionBasic": (
+        lambda i: high_priority_pod(f"pod-{i}").obj(),
+        4000,
+        lambda i: low_priority_pod(f"init-{i}"),
     ),
     "TopologySpreading": (
         lambda i: spread_pod(f"pod-{i}").obj(),

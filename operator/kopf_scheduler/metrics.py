@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import INF
@@ -19,6 +19,10 @@ from kopf_scheduler.framework.pod_info import QueuedPodInfo
 
 if TYPE_CHECKING:
     from kopf_scheduler.scheduler import Scheduler
+
+
+# kube-scheduler exports no ``*_created`` series; neither do we.
+disable_created_metrics()
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> list[float]:

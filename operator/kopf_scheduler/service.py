@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
-from kopf_scheduler.k8s import KubeClient, LeaderElector, load_connection
+from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, load_connection
 from kopf_scheduler.metrics import SchedulerMetrics
 from kopf_scheduler.profile_manager import ProfileManager
 from kopf_scheduler.scheduler import Scheduler
@@ -99,9 +99,7 @@ class SchedulerService:
                 renew_deadline=self.config.renew_deadline,
                 retry_period=self.config.retry_period,
             )
-            self._tasks.append(
-                asyncio.create_task(elector.run(self._started_leading, self._stopped_leading), name="leader")
-            )
+            self._tasks.append(asyncio.create_task(self._lead(elector), name="leader"))
         else:
             await self._started_leading()
 
@@ -117,6 +115,14 @@ class SchedulerService:
             self.scheduler.add_pod(pod)
         log.info("initial lists: %d nodes, %d pods, profiles serving %s", len(nodes), len(pods), self.profiles.serving())
         self.synced.set()
+
+    async def _lead(self, elector: LeaderElector) -> None:
+        """Campaigns for the Lease for as long as the service runs; after a loss, stands by again."""
+        while True:
+            try:
+                await elector.run(self._started_leading, self._stopped_leading)
+            except LeadershipLost:
+                continue
 
     async def _started_leading(self) -> None:
         log.info("leading as %s: scheduling starts", self.config.identity)

@@ -122,7 +122,8 @@ class NodeInfo:
         res.add_into(self.requested, pod.requests)
         self.non_zero_cpu += pod.non_zero_cpu
         self.non_zero_memory += pod.non_zero_memory
-        self.used_ports.update(pod.host_ports)
+        if pod.host_ports:
+            self.used_ports.update(pod.host_ports)
         self.generation = next_generation()
 
     def remove_pod(self, pod: PodInfo) -> bool:
@@ -135,8 +136,9 @@ class NodeInfo:
         res.subtract_from(self.requested, current.requests)
         self.non_zero_cpu -= current.non_zero_cpu
         self.non_zero_memory -= current.non_zero_memory
-        self.used_ports.subtract(current.host_ports)
-        self.used_ports = +self.used_ports  # drop zero counts
+        if current.host_ports:
+            self.used_ports.subtract(current.host_ports)
+            self.used_ports = +self.used_ports  # drop zero counts
         self.generation = next_generation()
         return True
 

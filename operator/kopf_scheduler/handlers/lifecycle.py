@@ -14,6 +14,8 @@ from kopf_scheduler.service import SchedulerService, ServiceConfig
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     # Kopf would post a Kubernetes event for every handler log line; the scheduler posts its own events.
     settings.posting.level = logging.WARNING
+    # One line per watch event ("Handler 'pod_event' succeeded") is noise at thousands of pods per second.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     service = SchedulerService(memo.get("config") or ServiceConfig.from_env())

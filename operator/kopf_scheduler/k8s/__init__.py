@@ -1,5 +1,5 @@
-"""The only code that talks to the API server: connection and credentials, binding, events, pod status,
-leader election, and a few reads and status patches for the operator.
+"""The only code that talks to the API server: connection and credentials, binding, preemption, events,
+pod status, leader election, and a few reads and status patches for the operator.
 
 Built on aiohttp (one shared session); ``kubernetes.config`` is used only to run kubeconfig exec and
 auth-provider credential plugins. Nothing here imports kopf.

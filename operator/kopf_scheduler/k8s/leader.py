@@ -93,7 +93,7 @@ class LeaderElector:
         wall: Callable[[], float] = time.time,
         **settings: Any,
     ) -> None:
-        """``settings`` override fields of ``config``: ``namespace=``, ``identity=``, ``lease_duration=``..."""
+        """``settings`` override fields of ``config`` (``namespace=``, ``identity=``, ...)."""
         base = config if config is not None else LeaderElectionConfig()
         self.config = dataclasses.replace(base, **settings) if settings else base
         self.config.validate()
@@ -163,6 +163,8 @@ class LeaderElector:
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if renew in done:
                     lost = True
+                    if not renew.cancelled() and renew.exception() is not None:
+                        logger.error("leader election: renewal failed", exc_info=renew.exception())
                     break
                 waiting.discard(lead)
                 if not lead.cancelled() and lead.exception() is not None:

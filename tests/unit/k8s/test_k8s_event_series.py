@@ -15,6 +15,7 @@ from kopf_scheduler.k8s.events import (
     ObjectRef,
     Occurrence,
     SeriesEntry,
+    is_qualified_name,
 )
 
 POD = ObjectRef("Pod", "ns", "web-0", uid="u-1", resource_version="7")
@@ -212,3 +213,49 @@ def test_event_names_never_repeat_and_fall_back_to_uuid() -> None:
     assert [namer("p"), namer("p")] == ["p.ff", "p.100"]
     long_name = namer("a" * 250)
     assert len(long_name) == 36 and long_name.count("-") == 4
+
+
+def test_related_object_is_part_of_the_key_and_the_body(agg: EventAggregator) -> None:
+    preemptor = ObjectRef("Pod", "ns", "high", uid="u-9")
+    first = agg.record(
+        Occurrence(POD, "Normal", "Preempted", "Preempting", "Preempted by pod u-9", related=preemptor)
+    )
+    other = agg.record(Occurrence(POD, "Normal", "Preempted", "Preempting", "Preempted by pod u-9"))
+    assert first is not None and other is not None and first is not other
+    assert first.body["related"] == {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": "ns",
+        "name": "high",
+        "uid": "u-9",
+    }
+    assert "related" not in other.body
+
+
+def test_reporting_controller_per_occurrence(agg: EventAggregator) -> None:
+    default = agg.record(failure())
+    profile = agg.record(
+        Occurrence(POD, WARNING, "FailedScheduling", "Scheduling", MESSAGE, reporting_controller="gpu")
+    )
+    assert default is not None and profile is not None and default is not profile
+    assert (default.body["reportingController"], profile.body["reportingController"]) == (
+        "kopf-scheduler",
+        "gpu",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "valid"),
+    [
+        ("default-scheduler", True),
+        ("kopf-scheduler.io/bin-packing", True),
+        ("A_b.c", True),
+        ("", False),
+        ("not a name", False),
+        ("-leading", False),
+        ("x" * 64, False),
+        ("Bad_Prefix/name", False),
+    ],
+)
+def test_is_qualified_name(name: str, valid: bool) -> None:
+    assert is_qualified_name(name) is valid

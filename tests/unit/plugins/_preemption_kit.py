@@ -47,7 +47,8 @@ class Harness:
         spec = ProfileSpec(scheduler_name=PROFILE)
         if args is not None:
             spec = ProfileSpec(
-                scheduler_name=PROFILE, plugin_config={"DefaultPreemption": (dict(args), "spec.pluginConfig[0].args")}
+                scheduler_name=PROFILE,
+                plugin_config={"DefaultPreemption": (dict(args), "spec.pluginConfig[0].args")},
             )
         self.sched.set_profile(spec)
         self.cluster.on_update = self.sched.update_pod

@@ -25,9 +25,15 @@ def test_defaults() -> None:
         pytest.param(10, 100, None, None, id="defaults"),
         pytest.param(0, 100, None, None, id="percentage-zero"),
         pytest.param(100, 0, None, None, id="absolute-zero"),
-        pytest.param(-1, 100, "minCandidateNodesPercentage", "-1: not in valid range [0, 100]", id="negative-pct"),
-        pytest.param(101, 100, "minCandidateNodesPercentage", "101: not in valid range [0, 100]", id="pct-over"),
-        pytest.param(10, -1, "minCandidateNodesAbsolute", "-1: not in valid range [0, inf)", id="negative-abs"),
+        pytest.param(
+            -1, 100, "minCandidateNodesPercentage", "-1: not in valid range [0, 100]", id="negative-pct"
+        ),
+        pytest.param(
+            101, 100, "minCandidateNodesPercentage", "101: not in valid range [0, 100]", id="pct-over"
+        ),
+        pytest.param(
+            10, -1, "minCandidateNodesAbsolute", "-1: not in valid range [0, inf)", id="negative-abs"
+        ),
         pytest.param(
             0,
             0,

@@ -107,7 +107,9 @@ def test_pod_start_time() -> None:
 @pytest.mark.parametrize(
     ("victims", "expected"),
     [
-        pytest.param([victim(5, T1), victim(5, T0), victim(1, "2025-01-01T00:00:00Z")], T0, id="highest-only"),
+        pytest.param(
+            [victim(5, T1), victim(5, T0), victim(1, "2025-01-01T00:00:00Z")], T0, id="highest-only"
+        ),
         pytest.param([victim(1, T0), victim(7, T2)], T2, id="single-highest"),
     ],
 )
@@ -116,5 +118,10 @@ def test_earliest_start_of_highest_priority(victims: list[PodInfo], expected: st
 
 
 def test_importance_orders_priority_then_longer_running() -> None:
-    pods = [victim(1, T1, "late-low"), victim(9, T2, "high"), victim(1, T0, "early-low"), victim(1, None, "new")]
+    pods = [
+        victim(1, T1, "late-low"),
+        victim(9, T2, "high"),
+        victim(1, T0, "early-low"),
+        victim(1, None, "new"),
+    ]
     assert [p.name for p in sorted(pods, key=importance_key(NOW))] == ["high", "early-low", "late-low", "new"]

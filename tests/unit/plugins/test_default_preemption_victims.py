@@ -13,14 +13,19 @@ from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Code, Status, unresolvable
 from kopf_scheduler.plugins.default_preemption import NO_VICTIMS
-from kopf_scheduler.plugins.default_preemption.victims import filter_pods_with_pdb_violation, select_victims_on_node
+from kopf_scheduler.plugins.default_preemption.victims import (
+    filter_pods_with_pdb_violation,
+    select_victims_on_node,
+)
 from kopf_scheduler.testing import make_pod
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T01:00:00Z"
 
 
-def pdb(name: str, allowed: int, namespace: str = "default", disrupted: tuple[str, ...] = (), **labels: str) -> Any:
+def pdb(
+    name: str, allowed: int, namespace: str = "default", disrupted: tuple[str, ...] = (), **labels: str
+) -> Any:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -46,11 +51,15 @@ def budgets(*objs: Any) -> list[DisruptionBudget]:
     [
         pytest.param([pod("a", app="x")], [], [], id="no-budgets"),
         pytest.param([pod("a", app="x")], [pdb("b", 0, app="x")], ["a"], id="none-allowed"),
-        pytest.param([pod("a", app="x"), pod("b", app="x")], [pdb("b", 1, app="x")], ["b"], id="counted-down"),
+        pytest.param(
+            [pod("a", app="x"), pod("b", app="x")], [pdb("b", 1, app="x")], ["b"], id="counted-down"
+        ),
         pytest.param([pod("a", "other", app="x")], [pdb("b", 0, app="x")], [], id="other-namespace"),
         pytest.param([pod("a")], [pdb("b", 0)], [], id="no-labels-match-nothing"),
         pytest.param([pod("a", app="x")], [pdb("b", 0)], [], id="empty-selector-matches-nothing"),
-        pytest.param([pod("a", app="x")], [pdb("b", 0, disrupted=("a",), app="x")], [], id="already-disrupted"),
+        pytest.param(
+            [pod("a", app="x")], [pdb("b", 0, disrupted=("a",), app="x")], [], id="already-disrupted"
+        ),
         pytest.param(
             [pod("a", app="x", tier="t"), pod("b", app="x", tier="t")],
             [pdb("one", 5, app="x"), pdb("two", 1, tier="t")],
@@ -59,7 +68,12 @@ def budgets(*objs: Any) -> list[DisruptionBudget]:
         ),
         pytest.param(
             [pod("a", app="x")],
-            [{"metadata": {"name": "bad"}, "spec": {"selector": {"matchExpressions": [{"key": "k", "operator": "Bad"}]}}}],
+            [
+                {
+                    "metadata": {"name": "bad"},
+                    "spec": {"selector": {"matchExpressions": [{"key": "k", "operator": "Bad"}]}},
+                }
+            ],
             [],
             id="invalid-selector",
         ),
@@ -71,7 +85,9 @@ def test_filter_pods_with_pdb_violation(pods: list[PodInfo], pdbs: list[Any], vi
     assert [p.name for p in good] == [p.name for p in pods if p.name not in violating]
 
 
-def bound(name: str, priority: int, cpu: str = "1", started: str | None = None, **labels: str) -> dict[str, Any]:
+def bound(
+    name: str, priority: int, cpu: str = "1", started: str | None = None, **labels: str
+) -> dict[str, Any]:
     builder = make_pod().name(name).uid(name).priority(priority).req(cpu=cpu).node("n1")
     if started:
         builder = builder.set("status.startTime", started)
@@ -91,7 +107,13 @@ INSUFFICIENT_CPU = Status(Code.UNSCHEDULABLE, ("Insufficient cpu",), "NodeResour
     ("pods", "incoming", "pdbs", "victims", "violations", "status"),
     [
         pytest.param(
-            [bound("a", 100), bound("b", 200)], preemptor(), [], [], 0, unresolvable(NO_VICTIMS), id="no-lower-priority"
+            [bound("a", 100), bound("b", 200)],
+            preemptor(),
+            [],
+            [],
+            0,
+            unresolvable(NO_VICTIMS),
+            id="no-lower-priority",
         ),
         pytest.param(
             [bound("a", 0), bound("b", 500, cpu="1500m")],

@@ -81,11 +81,15 @@ def select_victims_on_node(
     potential = [p for p in node.pods.values() if may_preempt(p, pod)]
     if not potential:
         return [], 0, unresolvable(NO_VICTIMS)
+    # looked up once: the handle forwards every attribute access to the framework
+    removed = handle.run_pre_filter_remove_pod
+    added = handle.run_pre_filter_add_pod
+    fits = handle.run_filter_with_nominated_pods
     try:
         for victim in potential:
             node.remove_pod(victim)
-            handle.run_pre_filter_remove_pod(state, pod, victim, node)
-        status = handle.run_filter_with_nominated_pods(state, pod, node)
+            removed(state, pod, victim, node)
+        status = fits(state, pod, node)
         if status is not None:
             return [], 0, status
         key = importance_key(now)
@@ -95,11 +99,11 @@ def select_victims_on_node(
 
         def reprieve(candidate: PodInfo) -> bool:
             node.add_pod(candidate)
-            handle.run_pre_filter_add_pod(state, pod, candidate, node)
-            if handle.run_filter_with_nominated_pods(state, pod, node) is None:
+            added(state, pod, candidate, node)
+            if fits(state, pod, node) is None:
                 return True
             node.remove_pod(candidate)
-            handle.run_pre_filter_remove_pod(state, pod, candidate, node)
+            removed(state, pod, candidate, node)
             victims.append(candidate)
             return False
 
