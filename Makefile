@@ -5,9 +5,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint unit e2e controlplane cluster clean
+.PHONY: demo simulate-demo test venv lint unit e2e controlplane cluster bench clean
 
-demo: venv
+# The local control plane, the operator, profiles/, a few pods, and a live profile switch.
+demo: venv controlplane
+	hack/demo.sh
+
+# The same scheduler offline: the example cluster through `kopf-scheduler simulate`, explained.
+simulate-demo: venv
 	$(VENV)/bin/kopf-scheduler simulate --cluster examples/cluster --explain
 
 test: venv lint controlplane
