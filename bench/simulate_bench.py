@@ -83,7 +83,8 @@ WORKLOADS = {
         1000,
         lambda i: anti_affinity_pod(f"init-{i}", "sched-0"),
     ),
-    # scheduler_perf's PreemptionBasic/1000Nodes: --nodes 1000 --pods 1000 (4 low-priority pods per node)
+    # scheduler_perf's PreemptionBasic/1000Nodes: --nodes 1000 --pods 1000; the 4000 initial pods are 4 per
+    # node there (pass --init-pods 4*nodes for other sizes)
     "PreemptionBasic": (
         lambda i: high_priority_pod(f"pod-{i}").obj(),
         4000,

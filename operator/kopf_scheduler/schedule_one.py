@@ -347,10 +347,11 @@ def _requeue_and_report(
     result: str,
 ) -> None:
     pod = qp.pod
-    if nominated is not None:  # "" clears a nomination
-        sched.queue.add_nominated_pod(pod, nominated)
-    # Requeues the pod and ends its attempt; None when it was deleted meanwhile (nothing to report).
+    # Requeues the pod and ends its attempt; None when it was deleted meanwhile: nothing to report, and
+    # no nomination to set (it would hold room for a pod that no longer exists).
     if sched.queue.add_unschedulable_if_not_present(qp) is not None:
+        if nominated is not None:  # "" clears a nomination
+            sched.queue.add_nominated_pod(qp.pod, nominated)
         sched.client.record_failure(pod, reason, truncate_event_message(message), nominated)
     sched.on_failed(qp, reason, message, result, started)
 

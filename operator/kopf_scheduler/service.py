@@ -107,6 +107,8 @@ class SchedulerService:
         """Lists nodes, pods and profiles before the first decision (watch events then only update)."""
         for obj in await self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{PLURAL}"):
             await self.profiles.on_event(None, obj)
+        for pdb in await self.client.list_objects("/apis/policy/v1/poddisruptionbudgets"):
+            self.scheduler.update_pdb(pdb)
         nodes = await self.client.list_objects("/api/v1/nodes")
         for node in nodes:
             self.scheduler.add_node(node)
@@ -162,6 +164,12 @@ class SchedulerService:
             self.scheduler.delete_pod(obj)
         else:
             self.scheduler.update_pod(None, obj)
+
+    def pdb_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
+        if kind == "DELETED":
+            self.scheduler.delete_pdb(obj)
+        else:
+            self.scheduler.update_pdb(obj)
 
     async def profile_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         await self.profiles.on_event(kind, obj)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.errors import UsageError
+from operator_harness import OPERATORS_KEY, Operators, Scope
 
 
 @pytest.fixture(scope="session")
@@ -36,3 +38,38 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
     finally:
         cluster.down()
         atexit.unregister(cluster.down)
+
+
+# -- the operator as users run it (tests/e2e/test_operator_*.py) -------------------------------------------
+
+
+@pytest.fixture
+def operators(control_plane: ClusterHarness, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Operators]:
+    """Starts ``kopf-scheduler run`` subprocesses against the session's cluster; stops every one at the end
+    (SIGTERM, then SIGKILL). Their logs are attached to the report of a failed test."""
+    started = Operators(control_plane.kubeconfig, tmp_path)
+    request.node.stash[OPERATORS_KEY] = started
+    try:
+        yield started
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture
+def scope(control_plane: ClusterHarness) -> Iterator[Scope]:
+    """This test's namespace, node label and unique names; deletes its pods, nodes and profiles after."""
+    made = Scope(control_plane)
+    try:
+        yield made
+    finally:
+        made.cleanup()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    operators = item.stash.get(OPERATORS_KEY, None)
+    if operators is not None and report.failed:
+        for title, text in operators.report():
+            report.sections.append((title, text))
+    return report

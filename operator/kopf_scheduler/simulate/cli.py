@@ -22,8 +22,8 @@ def add_parser(sub: Any, name: str) -> None:
         required=True,
         type=Path,
         metavar="PATH",
-        help="YAML file or folder with Node and Pod objects (repeatable); "
-        "pods with spec.nodeName are existing load",
+        help="YAML file or folder with Node and Pod objects, and optionally PriorityClass and "
+        "PodDisruptionBudget objects (repeatable); pods with spec.nodeName are existing load",
     )
     parser.add_argument(
         "--profile",

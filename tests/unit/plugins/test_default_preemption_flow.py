@@ -146,3 +146,22 @@ async def test_no_candidate_clears_a_stale_nomination() -> None:
     assert "nominatedNodeName" not in harness.cluster.pods["p"].get("status", {})
     assert harness.sched.queue.nominated_pods_for_node("n1") == []
     assert outcome.reason == "Unschedulable"
+
+
+async def test_a_preemptor_deleted_during_its_evictions_leaves_no_nomination() -> None:
+    harness = Harness([node("n1", cpu="1")], [pod("low", 0, "n1")])
+    slow = SlowCluster(harness.cluster.evict)
+    harness.cluster.evict = slow.evict  # type: ignore[method-assign]
+    obj = pod("p", 100)
+    harness.cluster.pods["p"] = obj
+    harness.sched.add_pod(obj)
+    qp = harness.sched.queue.pop_nowait()
+    assert qp is not None
+    harness.sched.schedule_one(qp)
+    await asyncio.sleep(0)
+    harness.sched.delete_pod(obj)
+    slow.release.set()
+    await harness.sched.wait_for_bindings()
+    assert harness.sched.queue.nominated_pods_for_node("n1") == []
+    assert harness.sched.queue.location("p") is None
+    assert "p" not in harness.cluster.outcomes or harness.cluster.outcomes["p"].message is None

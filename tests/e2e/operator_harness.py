@@ -1,0 +1,451 @@
+"""The operator as users run it, for the e2e tier: ``python -m kopf_scheduler run ...`` in a subprocess
+with ``KUBECONFIG`` pointing at the session's control plane; plus blocking helpers that read back what
+``kubectl`` would show (pods, conditions, events, profile status, leases).
+
+Guards:
+- every operator runs in its own session (process group) and is tied to the test process
+  (PR_SET_PDEATHSIG), its output goes to a log file; ``Operators.stop_all`` stops each one with SIGTERM,
+  then SIGKILL after a grace period, and reaps it, so no process outlives its test;
+- the lease timings are short (lease 4 s, renew deadline 3 s, retry 0.5 s) so takeovers take seconds;
+- a test's objects carry its own run id: namespace, node names, a node label that its pods select, and
+  profile and scheduler names. The API server is shared by the whole session, so nothing here assumes
+  it holds only one test's objects; ``Scope.cleanup`` deletes what the test created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from kopf_scheduler.devcluster import create_nodes, find_bin_dir
+from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
+from kopf_scheduler.devcluster.processes import free_port
+
+T = TypeVar("T")
+
+#: short leader-election timings (kube-scheduler's defaults are 15 s / 10 s / 2 s)
+LEASE_DURATION = 4.0
+RENEW_DEADLINE = 3.0
+RETRY_PERIOD = 0.5
+#: client-go's jitter: an acquire retry waits retry_period x (1 + up to 1.2)
+MAX_ACQUIRE_WAIT = RETRY_PERIOD * 2.2
+PROFILES = "/apis/kopf-scheduler.io/v1alpha1/schedulingprofiles"
+LABEL_KEY = "e2e.kopf-scheduler.dev/run"
+PROBLEM = re.compile(r"\[(ERROR|CRITICAL)\s*\]|Traceback \(most recent call last\)")
+
+
+def wait_until(check: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+    """Poll ``check`` until it returns something truthy (returned); fail naming ``what`` after
+    ``timeout`` seconds, with the last value seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}; last seen: {value!r}"[:3000])
+        time.sleep(interval)
+
+
+# -- operator processes ----------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it if the test process dies without stopping it."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass
+class OperatorProcess:
+    """One ``kopf-scheduler run`` process."""
+
+    name: str
+    identity: str
+    argv: list[str]
+    log_file: Path
+    popen: subprocess.Popen[bytes]
+    metrics_port: int = 0
+    liveness_port: int = 0
+    exit_code: int | None = None
+    #: True when SIGTERM alone did not stop it
+    needed_sigkill: bool = False
+
+    @property
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail(self, lines: int = 200) -> str:
+        with contextlib.suppress(FileNotFoundError), open(self.log_file, errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+        return ""
+
+    def problems(self) -> list[str]:
+        """ERROR and CRITICAL lines and tracebacks."""
+        return [line for line in self.log().splitlines() if PROBLEM.search(line)]
+
+    def wait_for_log(self, text: str, timeout: float = 20.0) -> None:
+        """Until ``text`` appears in the log; fails early, with the log, if the process exits."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if not self.alive:
+                raise AssertionError(
+                    f"operator {self.name} exited with {self.popen.returncode} before logging {text!r}:\n"
+                    f"{self.tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(f"operator {self.name} did not log {text!r} in {timeout} s:\n{self.tail()}")
+            time.sleep(0.05)
+
+    def wait_leading(self, timeout: float = 20.0) -> None:
+        self.wait_for_log(f"leading as {self.identity}:", timeout)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill would."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.exit_code = self.popen.wait(timeout=10)
+
+    def terminate(self, grace: float = 15.0) -> int | None:
+        """SIGTERM, as the kubelet does; SIGKILL after ``grace`` seconds. Returns the exit code of a
+        graceful exit, None when SIGKILL was needed."""
+        if not self.alive:
+            self.exit_code = self.popen.wait()
+            return self.exit_code
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGTERM)
+        try:
+            self.exit_code = self.popen.wait(timeout=grace)
+            return self.exit_code
+        except subprocess.TimeoutExpired:
+            self.needed_sigkill = True
+            self.kill()
+            return None
+
+
+class Operators:
+    """Starts operators for one test and stops every one of them at the end."""
+
+    def __init__(self, kubeconfig: Path, workdir: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        self.started: list[OperatorProcess] = []
+
+    def start(
+        self,
+        name: str,
+        *,
+        lease_namespace: str,
+        identity: str | None = None,
+        ports: bool = False,
+        env: Mapping[str, str] | None = None,
+        args: Iterable[str] = (),
+    ) -> OperatorProcess:
+        """Start ``kopf-scheduler run`` with leader election in ``lease_namespace``. ``identity`` (default:
+        ``name``) is the lease holder identity and the events' reporting instance (``POD_NAME``, as the
+        downward API would set it). ``ports``: serve metrics and liveness on free ports (else 0: off)."""
+        identity = identity or name
+        metrics_port, liveness_port = (free_port(), free_port()) if ports else (0, 0)
+        argv = [
+            sys.executable, "-m", "kopf_scheduler", "run",
+            "--metrics-port", str(metrics_port),
+            "--liveness-port", str(liveness_port),
+            "--lease-namespace", lease_namespace,
+            "--leader-elect", "true",
+            *args,
+        ]  # fmt: skip
+        environment = {
+            k: v for k, v in os.environ.items() if not k.startswith("KOPF_SCHEDULER_") and k != "POD_NAME"
+        }
+        environment.update(
+            KUBECONFIG=str(self.kubeconfig),
+            KOPF_SCHEDULER_LEASE_DURATION=str(LEASE_DURATION),
+            KOPF_SCHEDULER_RENEW_DEADLINE=str(RENEW_DEADLINE),
+            KOPF_SCHEDULER_RETRY_PERIOD=str(RETRY_PERIOD),
+            KOPF_SCHEDULER_IDENTITY=identity,
+            POD_NAME=identity,
+            PYTHONUNBUFFERED="1",
+        )
+        environment.update(env or {})
+        log_file = self.workdir / f"operator-{name}.log"
+        with open(log_file, "ab") as log:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,  # no checkout on sys.path: the installed package runs
+                env=environment,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        process = OperatorProcess(name, identity, argv, log_file, popen, metrics_port, liveness_port)
+        self.started.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            process.terminate()
+
+    def report(self, lines: int = 300) -> list[tuple[str, str]]:
+        """(title, log tail) per operator, for a failed test's report."""
+        return [
+            (f"operator {p.name} ({p.identity}), last {lines} lines of {p.log_file}", p.tail(lines))
+            for p in self.started
+        ]
+
+
+OPERATORS_KEY = pytest.StashKey[Operators]()
+
+
+# -- a test's own objects --------------------------------------------------------------------------------
+
+
+@dataclass
+class Scope:
+    """A test's run id, namespace, node label and names; ``cleanup`` deletes what it created."""
+
+    cp: ClusterHarness
+    run: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    namespace: str = ""
+    profiles: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.namespace:
+            self.namespace = self.cp.create_namespace(f"op-{self.run}")
+
+    @property
+    def label(self) -> dict[str, str]:
+        """The label on this test's nodes (its pods select it)."""
+        return {LABEL_KEY: self.run}
+
+    @property
+    def selector(self) -> str:
+        return f"{LABEL_KEY}={self.run}"
+
+    def name(self, what: str) -> str:
+        """A cluster-wide unique name for this test (nodes, profiles, schedulerNames)."""
+        return f"e2e-{self.run}-{what}"
+
+    # nodes
+
+    def nodes(
+        self, count: int, what: str = "node", *, labels: Mapping[str, str] | None = None, **resources: str
+    ) -> list[str]:
+        """``count`` fake Ready nodes ``e2e-<run>-<what>-<i>`` with this test's label (plus ``labels``);
+        ``resources`` override capacity = allocatable (cpu 4, memory 32Gi, pods 110)."""
+        template: dict[str, Any] = {"metadata": {"labels": {**self.label, **(labels or {})}}}
+        if resources:
+            template["status"] = {"capacity": dict(resources), "allocatable": dict(resources)}
+        result = asyncio.run(
+            create_nodes(self.cp.api, count, prefix=f"{self.name(what)}-", template=template, concurrency=16)
+        )
+        return result.names
+
+    def all_node_names(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.cp.get("/api/v1/nodes")["items"]]
+
+    # pods
+
+    def pod(
+        self,
+        name: str,
+        scheduler_name: str = "kopf-scheduler",
+        *,
+        requests: dict[str, str] | None = None,
+        selector: Mapping[str, str] | None = None,
+        **spec: Any,
+    ) -> dict[str, Any]:
+        """A pause pod of this test: ``scheduler_name``, selecting this test's nodes (or ``selector``)."""
+        return pod_manifest(
+            name,
+            self.namespace,
+            requests=requests or {"cpu": "100m", "memory": "100Mi"},
+            schedulerName=scheduler_name,
+            nodeSelector=dict(selector if selector is not None else self.label),
+            **spec,
+        )
+
+    def create_pod(self, name: str, scheduler_name: str = "kopf-scheduler", **options: Any) -> dict[str, Any]:
+        return dict(self.cp.post(f"/api/v1/namespaces/{self.namespace}/pods", self.pod(name, scheduler_name, **options)))
+
+    def create_pods(self, bodies: list[dict[str, Any]], concurrency: int = 16) -> float:
+        """Create many pods concurrently; returns the seconds it took."""
+        return asyncio.run(post_all(self.cp, f"/api/v1/namespaces/{self.namespace}/pods", bodies, concurrency))
+
+    def get_pod(self, name: str) -> dict[str, Any]:
+        return dict(self.cp.get(f"/api/v1/namespaces/{self.namespace}/pods/{name}"))
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        items = self.cp.get(f"/api/v1/namespaces/{self.namespace}/pods")["items"]
+        return {p["metadata"]["name"]: p for p in items}
+
+    def unbound(self) -> list[str]:
+        """Names of this test's pods without spec.nodeName (a field selector: cheap with many pods)."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods?fieldSelector=spec.nodeName%3D"
+        return [p["metadata"]["name"] for p in self.cp.get(path)["items"]]
+
+    def wait_bound(self, name: str, timeout: float = 15.0) -> dict[str, Any]:
+        return wait_until(
+            lambda: (pod := self.get_pod(name))["spec"].get("nodeName") and pod,
+            timeout,
+            f"pod {self.namespace}/{name} bound",
+        )
+
+    def wait_all_bound(self, timeout: float) -> None:
+        wait_until(lambda: not self.unbound(), timeout, f"every pod in {self.namespace} bound", interval=0.3)
+
+    # events (the core/v1 view, what `kubectl describe pod` and `kubectl get events` show)
+
+    def events(self, reason: str | None = None, pod: str | None = None) -> list[dict[str, Any]]:
+        items = self.cp.get(f"/api/v1/namespaces/{self.namespace}/events")["items"]
+        return [
+            e
+            for e in items
+            if (reason is None or e.get("reason") == reason)
+            and (pod is None or e["involvedObject"].get("name") == pod)
+        ]
+
+    def wait_event(self, reason: str, pod: str, timeout: float = 15.0) -> dict[str, Any]:
+        events = wait_until(
+            lambda: self.events(reason, pod), timeout, f"a {reason} event for {self.namespace}/{pod}"
+        )
+        return events[-1]
+
+    # SchedulingProfiles
+
+    def create_profile(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        self.profiles.append(name)
+        body = {
+            "apiVersion": "kopf-scheduler.io/v1alpha1",
+            "kind": "SchedulingProfile",
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        return dict(self.cp.post(PROFILES, body))
+
+    def cleanup(self) -> None:
+        """Delete this test's pods, nodes and profiles (the namespace stays: without a namespace
+        controller a deleted namespace would stay Terminating anyway)."""
+        self.cp.request(
+            "DELETE", f"/api/v1/namespaces/{self.namespace}/pods", {"gracePeriodSeconds": 0}, expect=(200,)
+        )
+        self.cp.request("DELETE", f"/api/v1/nodes?labelSelector={LABEL_KEY}%3D{self.run}", expect=(200,))
+        for name in self.profiles:
+            self.cp.delete(f"{PROFILES}/{name}")
+
+
+async def post_all(cp: ClusterHarness, path: str, bodies: list[dict[str, Any]], concurrency: int) -> float:
+    started = time.monotonic()
+    errors: list[str] = []
+    async with cp.api.session(concurrency) as session:
+        pending = iter(bodies)
+
+        async def worker() -> None:
+            for body in pending:
+                async with session.post(path, data=json.dumps(body).encode()) as resp:
+                    if resp.status != 201:
+                        errors.append(f"{body['metadata']['name']}: HTTP {resp.status}: {await resp.text()}")
+
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(bodies))))))
+    assert not errors, "; ".join(errors[:3])
+    return time.monotonic() - started
+
+
+# -- reading objects as kubectl shows them ------------------------------------------------------------
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The status condition of type ``kind`` ({} when absent)."""
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if c.get("type") == kind:
+            return dict(c)
+    return {}
+
+
+def get_profile(cp: ClusterHarness, name: str) -> dict[str, Any]:
+    return dict(cp.get(f"{PROFILES}/{name}"))
+
+
+def wait_profile(
+    cp: ClusterHarness, name: str, accepted: str, timeout: float = 10.0, reason: str | None = None
+) -> dict[str, Any]:
+    """Until the profile's ``Accepted`` condition has ``accepted`` status (and ``reason``) for its current
+    generation; returns the profile."""
+
+    def check() -> dict[str, Any] | None:
+        profile = get_profile(cp, name)
+        c = condition(profile, "Accepted")
+        if (
+            c.get("status") == accepted
+            and c.get("observedGeneration") == profile["metadata"]["generation"]
+            and (reason is None or c.get("reason") == reason)
+        ):
+            return profile
+        return None
+
+    try:
+        return wait_until(check, timeout, f"SchedulingProfile {name} Accepted={accepted}")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{dumps(get_profile(cp, name))}") from None
+
+
+def lease(cp: ClusterHarness, namespace: str) -> dict[str, Any]:
+    path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/kopf-scheduler"
+    resp = cp.api.request("GET", path)
+    return dict(resp.json()) if resp.status == 200 else {}
+
+
+def holder(cp: ClusterHarness, namespace: str) -> str:
+    return str((lease(cp, namespace).get("spec") or {}).get("holderIdentity") or "")
+
+
+def binding_requests(cp: ClusterHarness) -> dict[str, int]:
+    """The API server's own count of ``POST pods/binding`` requests by response code, from its
+    ``apiserver_request_total`` metric: the ground truth on how often anything tried to bind."""
+    counts: dict[str, int] = {}
+    text = cp.api.request("GET", "/metrics", timeout=30).text()
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{") and 'subresource="binding"' in line:
+            labels, _, value = line.rpartition(" ")
+            if 'verb="POST"' in labels and 'resource="pods"' in labels:
+                code = re.search(r'code="(\d+)"', labels)
+                if code:
+                    counts[code.group(1)] = counts.get(code.group(1), 0) + int(float(value))
+    return counts
+
+
+def delta(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
+    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}
+
+
+def kubectl(cp: ClusterHarness, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The kubectl from the control-plane build, against the session's cluster."""
+    argv = [str(find_bin_dir() / "kubectl"), f"--kubeconfig={cp.kubeconfig}", *args]
+    result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=120, check=False)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+    return result

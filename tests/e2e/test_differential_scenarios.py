@@ -1,0 +1,586 @@
+"""Differential test: every scenario file (``tests/scenarios/*.yaml``) runs through the upstream
+kube-scheduler on a real control plane and through ``kopf-scheduler simulate``; the two must agree on
+every pending pod: bound or not, the FailedScheduling message (the event's note and the PodScheduled
+condition's message), the preemption victims, and the chosen node wherever ``simulate --explain`` shows
+that the best node is unique.
+
+How the real run is made comparable:
+
+* This module starts its own control plane (etcd, kube-apiserver, kube-scheduler) in a temporary state
+  directory, separate from the session's ``control_plane``: kube-scheduler's message counts every node
+  it knows ("0/N nodes are available"), so the scenario's nodes must be the only nodes, and no other
+  test's pending pod may take them. It is stopped at the end of the module.
+* Scenarios run one after the other; each one's pods, budgets, priority classes and nodes are deleted
+  before the next starts. Node names get a per-scenario prefix (rewritten everywhere they are referred
+  to: ``spec.nodeName``, hostname labels and selectors, ``matchFields``), so a node of the previous
+  scenario the scheduler has not yet forgotten can never pass for one of this scenario.
+* A barrier pod proves the scheduler's cache holds exactly the scenario's nodes and bound pods before
+  the first pending pod is created: it tolerates every taint, is kept off each scenario node by a
+  ``metadata.name NotIn`` requirement and is created after every bound pod (one pod informer, so the
+  scheduler has seen those pods once it sees the barrier). Only when the scheduler reports
+  "0/N nodes are available: N node(s) didn't match Pod's node affinity/selector" with N the scenario's
+  node count is the snapshot right; otherwise the barrier is replaced and tried again.
+* Pending pods are created one at a time in the queue order simulate uses (priority, then
+  creationTimestamp, then file order), each with ``schedulerName: default-scheduler``; the next is
+  created only when the previous one is bound, gated, or has PodScheduled=False with a message and no
+  preemption in progress. No kubelet finishes a graceful deletion, so preemption victims (bound pods the
+  scheduler deleted) are force-deleted here, as a kubelet would confirm; then the preemptor binds.
+* After the last pod the test waits until kube-scheduler's active and backoff queues are empty (its
+  /metrics), because a later pod's binding may requeue an earlier one, as in simulate.
+* A pod given ``spec.priority`` without a class gets a generated PriorityClass of that value (the
+  Priority admission plugin refuses a bare priority); simulate reads the same rewritten objects.
+
+Where ``simulate --explain`` shows several nodes tied for the best score, kube-scheduler may pick
+another one of them; the pod is then pinned to kube-scheduler's choice and simulate is run again, so
+later pods are compared against the same cluster state.
+
+DefaultPreemption is part of our default profile (``plugins/defaults.py``), so messages are compared
+whole, ``preemption: ...`` suffix included. DynamicResources is not (yet): kube-scheduler v1.34 enables it
+by default (feature gate DynamicResourceAllocation, GA) and its PostFilter answers every pod without
+resource claims with ``Unschedulable "no new claims to deallocate"`` (``dynamicresources.go``), which
+``RunPostFilterPlugins`` joins with DefaultPreemption's reason: "... no new claims to deallocate,
+preemption: ...". While our default profile has no DynamicResources, exactly that phrase is taken out of
+kube-scheduler's messages before comparing (``without_dra``); everything else must match verbatim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import re
+import ssl
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kopf_scheduler.__main__ import main
+from kopf_scheduler.devcluster import DevCluster
+from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps
+from kopf_scheduler.errors import UsageError
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.plugins.defaults import DEFAULT_MULTI_POINT
+from kopf_scheduler.simulate.loader import load_cluster
+from kopf_scheduler.simulate.output import GATED_MESSAGE
+
+pytestmark = pytest.mark.e2e
+
+SCENARIOS = sorted((Path(__file__).parents[1] / "scenarios").glob("*.yaml"))
+SCHEDULER_NAME = "default-scheduler"
+HOSTNAME = "kubernetes.io/hostname"
+BARRIER_NS = "diff-barrier"
+POD_TIMEOUT = 30.0
+SETTLE_TIMEOUT = 40.0
+POLL = 0.05
+DYNAMIC_RESOURCES = "DynamicResources"
+#: DynamicResources' PostFilter reason for a pod without claims (see the module docstring)
+NO_CLAIMS = "no new claims to deallocate"
+
+
+# -- the control plane ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
+    """A control plane of this module's own, with the upstream kube-scheduler running."""
+    dev = DevCluster(tmp_path_factory.mktemp("differential-cluster"), die_with_parent=True)
+    try:
+        try:
+            dev.up()
+            dev.start_kube_scheduler()
+        except UsageError as e:  # binaries missing: `make controlplane` was not run
+            pytest.fail(f"control plane not available: {e}", pytrace=False)
+        except Exception as e:  # ClusterError carries the failing component's log tail
+            pytest.fail(f"control plane did not come up: {e}", pytrace=False)
+        harness = ClusterHarness.of(dev)
+        harness.post("/api/v1/namespaces", namespace(BARRIER_NS))
+        yield harness
+    finally:
+        dev.down()
+
+
+def namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+# -- turning a scenario into objects both sides read ----------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """A scenario's objects, rewritten for the shared API server; simulate reads the same ones."""
+
+    objects: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    bound: list[dict[str, Any]]
+    pending: list[dict[str, Any]]  # in queue order
+    pdbs: list[dict[str, Any]]
+    classes: list[dict[str, Any]]
+    namespaces: list[str]
+    node_names: dict[str, str]  # scenario name -> cluster name
+
+
+def prepare(scenario: dict[str, Any], prefix: str) -> Prepared:
+    objects = copy.deepcopy(scenario["objects"])
+    node_names = {o["metadata"]["name"]: prefix + o["metadata"]["name"] for o in objects if o["kind"] == "Node"}
+    generated: dict[tuple[int, str], str] = {}
+    generated_classes: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "Node":
+            rename_node(obj, node_names)
+        elif obj["kind"] == "Pod":
+            obj["metadata"].setdefault("namespace", "default")
+            rename_pod_nodes(obj["spec"], node_names)
+            spec = obj["spec"]
+            if spec.get("priority") is not None and not spec.get("priorityClassName"):
+                policy = spec.pop("preemptionPolicy", None) or "PreemptLowerPriority"
+                value = spec.pop("priority")
+                key = (value, policy)
+                if key not in generated:
+                    generated[key] = f"{prefix}prio-{value}{'-never' if policy == 'Never' else ''}"
+                    generated_classes.append(
+                        {
+                            "apiVersion": "scheduling.k8s.io/v1",
+                            "kind": "PriorityClass",
+                            "metadata": {"name": generated[key]},
+                            "value": value,
+                            "preemptionPolicy": policy,
+                        }
+                    )
+                spec["priorityClassName"] = generated[key]
+    objects += generated_classes
+    # Priorities resolved and the queue order computed exactly as simulate does.
+    with _as_file(objects) as path:
+        loaded = load_cluster([path])
+    order = sorted(
+        enumerate(loaded.pending_pods),
+        key=lambda ip: (-int(ip[1]["spec"].get("priority") or 0), PodInfo(ip[1]).creation, ip[0]),
+    )
+    pods = {pod_key(o): o for o in objects if o["kind"] == "Pod"}
+    pending = [pods[pod_key(p)] for _, p in order]
+    bound = [o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName")]
+    pdbs = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    for pdb in pdbs:
+        pdb["metadata"].setdefault("namespace", "default")
+    # The budgets' status as the disruption controller (absent here) would have set it: simulate's.
+    allowed = {pod_key(p): p.get("status") for p in loaded.pdbs}
+    for pdb in pdbs:
+        pdb["status"] = allowed[pod_key(pdb)]
+    namespaces = sorted({o["metadata"]["namespace"] for o in objects if o["kind"] in ("Pod", "PodDisruptionBudget")})
+    return Prepared(
+        objects=objects,
+        nodes=[o for o in objects if o["kind"] == "Node"],
+        bound=bound,
+        pending=pending,
+        pdbs=pdbs,
+        classes=[o for o in objects if o["kind"] == "PriorityClass"],
+        namespaces=namespaces,
+        node_names=node_names,
+    )
+
+
+def pod_key(obj: dict[str, Any]) -> str:
+    return f"{obj['metadata'].get('namespace') or 'default'}/{obj['metadata']['name']}"
+
+
+@contextlib.contextmanager
+def _as_file(objects: list[dict[str, Any]]) -> Iterator[Path]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "cluster.yaml"
+        path.write_text(yaml.safe_dump_all(objects))
+        yield path
+
+
+def rename_node(node: dict[str, Any], names: dict[str, str]) -> None:
+    meta = node["metadata"]
+    meta["name"] = names[meta["name"]]
+    labels = meta.get("labels") or {}
+    if labels.get(HOSTNAME) in names:
+        labels[HOSTNAME] = names[labels[HOSTNAME]]
+
+
+def rename_pod_nodes(spec: dict[str, Any], names: dict[str, str]) -> None:
+    """Every reference a pod makes to a node by name: nodeName, hostname selectors, matchFields."""
+    if spec.get("nodeName") in names:
+        spec["nodeName"] = names[spec["nodeName"]]
+    selector = spec.get("nodeSelector") or {}
+    if selector.get(HOSTNAME) in names:
+        selector[HOSTNAME] = names[selector[HOSTNAME]]
+    affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    terms = list(((affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or [])
+    terms += [t.get("preference") or {} for t in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+    for term in terms:
+        for req in term.get("matchExpressions") or []:
+            if req.get("key") == HOSTNAME:
+                req["values"] = [names.get(v, v) for v in req.get("values") or []]
+        for req in term.get("matchFields") or []:
+            if req.get("key") == "metadata.name":
+                req["values"] = [names.get(v, v) for v in req.get("values") or []]
+
+
+def creatable(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as it is POSTed: no server-set metadata; a pod's status is set afterwards."""
+    body = copy.deepcopy(obj)
+    meta = body["metadata"]
+    for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+        meta.pop(key, None)
+    if obj["kind"] in ("Pod", "PodDisruptionBudget"):
+        body.pop("status", None)
+    if obj["kind"] == "Pod" and not obj["spec"].get("nodeName"):
+        body["spec"]["schedulerName"] = body["spec"].get("schedulerName") or SCHEDULER_NAME
+    return body
+
+
+# -- simulate ----------------------------------------------------------------------------------------------
+
+
+def simulate(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    with _as_file(objects) as path:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["simulate", "--cluster", str(path), "--output", "json", "--explain", "--seed", "1"])
+    assert code == 0
+    return {f"{p['namespace']}/{p['name']}": p for p in json.loads(out.getvalue())["pods"]}
+
+
+def best_nodes(sim: dict[str, Any]) -> set[str]:
+    """The nodes simulate found best for a bound pod: one, or all those tied for the highest total."""
+    totals = {
+        name: n["total"]
+        for name, n in (sim.get("nodes") or {}).items()
+        if n.get("filter") is None and n.get("total") is not None
+    }
+    if not totals or sim["node"] not in totals:
+        return {sim["node"]}
+    top = max(totals.values())
+    return {name for name, total in totals.items() if total == top}
+
+
+# -- the real run ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    node: str | None = None
+    condition: str | None = None  # PodScheduled=False message
+    reason: str | None = None
+    event: str | None = None  # the latest FailedScheduling note
+    victims: list[str] = field(default_factory=list)
+    nominated: str | None = None
+
+
+class RealRun:
+    def __init__(self, cp: ClusterHarness, prepared: Prepared) -> None:
+        self.cp = cp
+        self.p = prepared
+        self.uids: dict[str, str] = {}
+        self.outcomes: dict[str, Outcome] = {}
+        self.victims: set[str] = set()
+
+    # setup and teardown
+
+    def setup(self) -> None:
+        for ns in self.p.namespaces:
+            self.cp.request("POST", "/api/v1/namespaces", namespace(ns), expect=(201, 409))
+        for pc in self.p.classes:
+            self.cp.post("/apis/scheduling.k8s.io/v1/priorityclasses", creatable(pc))
+        for pdb in self.p.pdbs:
+            ns, name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
+            self.cp.post(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", creatable(pdb))
+            self.patch_status(f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}", pdb["status"])
+        for node in self.p.nodes:
+            self.cp.post("/api/v1/nodes", creatable(node))
+        for pod in self.p.bound:
+            created = self.cp.post(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", creatable(pod))
+            self.uids[pod_key(pod)] = created["metadata"]["uid"]
+            if pod.get("status"):
+                self.patch_status(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}", pod["status"])
+        self.barrier()
+
+    def patch_status(self, path: str, status: dict[str, Any]) -> None:
+        resp = self.cp.api.request(
+            "PATCH", path + "/status", {"status": status}, content_type="application/merge-patch+json"
+        )
+        if not resp.ok:
+            raise ApiError(f"PATCH {path}/status: HTTP {resp.status}: {resp.text()[:300]}")
+
+    def barrier(self) -> None:
+        """Returns once kube-scheduler's snapshot holds exactly this scenario's nodes (module docstring)."""
+        names = [n["metadata"]["name"] for n in self.p.nodes]
+        n = len(names)
+        wanted = f"0/{n} nodes are available: {n} node(s) didn't match Pod's node affinity/selector."
+        seen: list[str] = []
+        for _ in range(10):
+            name = f"barrier-{uuid.uuid4().hex[:6]}"
+            body = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": BARRIER_NS},
+                "spec": {
+                    "schedulerName": SCHEDULER_NAME,
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchFields": [
+                                            {"key": "metadata.name", "operator": "NotIn", "values": [nn]}
+                                            for nn in names
+                                        ]
+                                    }
+                                ]
+                            }
+                        }
+                    },
+                },
+            }
+            path = f"/api/v1/namespaces/{BARRIER_NS}/pods/{name}"
+            self.cp.post(f"/api/v1/namespaces/{BARRIER_NS}/pods", body)
+            deadline = time.monotonic() + 3.0
+            message = None
+            while time.monotonic() < deadline:
+                pod = self.cp.get(path)
+                if pod["spec"].get("nodeName"):
+                    message = f"bound to {pod['spec']['nodeName']}"
+                    break
+                message = (scheduled_condition(pod) or {}).get("message")
+                if message and message.startswith(wanted):
+                    self.cp.delete(path)
+                    return
+                time.sleep(POLL)
+            seen.append(str(message))
+            self.cp.delete(path)
+        raise AssertionError(
+            f"kube-scheduler never saw exactly the scenario's {n} nodes; barrier saw: {seen}\n"
+            f"{self.cp.cluster.log_tail('kube-scheduler')}"
+        )
+
+    def teardown(self) -> None:
+        for ns in [*self.p.namespaces, BARRIER_NS]:
+            self.cp.request("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}, expect=(200,))
+            self.cp.request("DELETE", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", expect=(200,))
+        for pc in self.p.classes:
+            self.cp.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
+        self.cp.request("DELETE", "/api/v1/nodes", expect=(200,))
+
+    # pending pods
+
+    def run(self) -> None:
+        for pod in self.p.pending:
+            ns = pod["metadata"]["namespace"]
+            created = self.cp.post(f"/api/v1/namespaces/{ns}/pods", creatable(pod))
+            self.uids[pod_key(pod)] = created["metadata"]["uid"]
+            self.wait_for(pod_key(pod))
+        self.settle()
+        for pod in self.p.pending:
+            self.outcomes[pod_key(pod)] = self.read(pod_key(pod))
+
+    def pod_path(self, key: str) -> str:
+        ns, name = key.split("/")
+        return f"/api/v1/namespaces/{ns}/pods/{name}"
+
+    def wait_for(self, key: str) -> None:
+        """Until the pod is bound, gated, or failed with no preemption left to finish; victims of its
+        preemption are force-deleted on the way (as a kubelet would confirm their termination)."""
+        deadline = time.monotonic() + POD_TIMEOUT
+        while True:
+            self.finish_victims(key)
+            pod = self.cp.get(self.pod_path(key))
+            if pod["spec"].get("nodeName"):
+                return
+            cond = scheduled_condition(pod) or {}
+            if cond.get("reason") == "SchedulingGated":
+                return
+            preempting = pod["status"].get("nominatedNodeName")
+            if cond.get("status") == "False" and cond.get("message") and not preempting:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{key}: neither bound nor reported unschedulable within {POD_TIMEOUT:.0f} s: "
+                    f"{dumps(pod['status'])}\nkube-scheduler log:\n{self.cp.cluster.log_tail('kube-scheduler')}"
+                )
+            time.sleep(POLL)
+
+    def finish_victims(self, preemptor: str) -> None:
+        for ns in self.p.namespaces:
+            for pod in self.cp.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+                if pod["metadata"].get("deletionTimestamp"):
+                    key = pod_key(pod)
+                    self.victims.add(key)
+                    if preemptor:
+                        self.outcomes.setdefault(preemptor, Outcome()).victims.append(key)
+                    self.cp.delete(self.pod_path(key))
+
+    def settle(self) -> None:
+        """Until kube-scheduler's active and backoff queues stay empty and no attempt is made."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        last: tuple[float, ...] | None = None
+        stable = 0
+        while stable < 3:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"kube-scheduler did not settle: {last}")
+            m = scheduler_metrics(self.cp)
+            queues = (m.get('scheduler_pending_pods{queue="active"}', 0), m.get('scheduler_pending_pods{queue="backoff"}', 0))
+            attempts = sum(v for k, v in m.items() if k.startswith("scheduler_schedule_attempts_total"))
+            state = (*queues, attempts)
+            stable = stable + 1 if state == last and queues == (0, 0) else 0
+            last = state
+            self.finish_victims("")
+            time.sleep(0.15)
+
+    def read(self, key: str) -> Outcome:
+        outcome = self.outcomes.get(key) or Outcome()
+        resp = self.cp.api.request("GET", self.pod_path(key))
+        if resp.status == 404:  # preempted after it was scheduled
+            return outcome
+        pod = resp.json()
+        outcome.node = pod["spec"].get("nodeName")
+        outcome.nominated = pod["status"].get("nominatedNodeName")
+        cond = scheduled_condition(pod) or {}
+        if cond.get("status") == "False":
+            outcome.condition, outcome.reason = cond.get("message"), cond.get("reason")
+            if outcome.reason != "SchedulingGated":
+                outcome.event = self.latest_event(key, outcome.condition)
+        return outcome
+
+    def latest_event(self, key: str, expected: str | None) -> str | None:
+        """The newest FailedScheduling note for the pod; waits a little for the one matching the
+        condition (events are sent asynchronously)."""
+        ns = key.split("/")[0]
+        deadline = time.monotonic() + 5.0
+        while True:
+            events = [
+                e
+                for e in self.cp.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
+                if e["regarding"].get("uid") == self.uids[key] and e.get("reason") == "FailedScheduling"
+            ]
+            events.sort(key=lambda e: ((e.get("series") or {}).get("lastObservedTime") or e.get("eventTime") or ""))
+            note = events[-1]["note"] if events else None
+            if note == expected or time.monotonic() > deadline:
+                return note
+            time.sleep(0.1)
+
+
+def scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
+    for cond in pod.get("status", {}).get("conditions") or ():
+        if cond.get("type") == "PodScheduled":
+            return dict(cond)
+    return None
+
+
+def scheduler_metrics(cp: ClusterHarness) -> dict[str, float]:
+    url = cp.cluster.urls["kube-scheduler"] + "/metrics"
+    with urllib.request.urlopen(url, timeout=5, context=ssl._create_unverified_context()) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"^(scheduler_(?:pending_pods|schedule_attempts_total)\S*) (\S+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+# -- comparing ---------------------------------------------------------------------------------------------
+
+
+def compare(prepared: Prepared, real: RealRun) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """Differences between kube-scheduler and simulate, pod by pod in queue order; pods kube-scheduler
+    placed on another of simulate's tied best nodes are pinned there and simulate runs again."""
+    objects = prepared.objects
+    pinned: set[str] = set()
+    while True:
+        sim = simulate(objects)
+        diffs: list[str] = []
+        repin = None
+        for pod in prepared.pending:
+            key = pod_key(pod)
+            if key in pinned:
+                continue
+            got, want = real.outcomes[key], sim[key]
+            diffs += compare_pod(key, got, want)
+            if got.node and want["node"] and got.node != want["node"]:
+                tied = best_nodes(want)
+                if got.node in tied and repin is None:
+                    repin = key
+                    break
+                diffs.append(
+                    f"{key}: kube-scheduler chose {got.node}, simulate's best node(s): {sorted(tied)}"
+                    f" (simulate chose {want['node']})"
+                )
+        if repin is None:
+            expected = {v for key, p in sim.items() if key not in pinned for v in p.get("victims") or ()}
+            if real.victims - expected:
+                diffs.append(f"preempted by kube-scheduler only: {sorted(real.victims - expected)}")
+            return diffs, sim
+        pinned.add(repin)
+        objects = copy.deepcopy(objects)
+        for obj in objects:
+            if obj["kind"] == "Pod" and pod_key(obj) == repin:
+                obj["spec"]["nodeName"] = real.outcomes[repin].node
+
+
+def without_dra(message: str | None) -> str | None:
+    """kube-scheduler's message minus DynamicResources' PostFilter reason, while our default profile
+    has no DynamicResources plugin (see the module docstring)."""
+    if message is None or any(name == DYNAMIC_RESOURCES for name, _ in DEFAULT_MULTI_POINT):
+        return message
+    message = message.replace(f" {NO_CLAIMS}, preemption: ", " preemption: ")
+    return message.removesuffix(f" {NO_CLAIMS}")
+
+
+def compare_pod(key: str, got: Outcome, want: dict[str, Any]) -> list[str]:
+    diffs = []
+    got = copy.copy(got)
+    got.condition, got.event = without_dra(got.condition), without_dra(got.event)
+    if bool(got.node) != bool(want["node"]):
+        diffs.append(
+            f"{key}: kube-scheduler: {got.node or 'unschedulable: ' + repr(got.condition)}; "
+            f"simulate: {want['node'] or 'unschedulable: ' + repr(want['message'])}"
+        )
+        return diffs
+    if not got.node:
+        gated = want["message"] == GATED_MESSAGE
+        if got.condition != want["message"]:
+            diffs.append(f"{key}: PodScheduled message\n  kube-scheduler: {got.condition}\n  simulate:       {want['message']}")
+        if not gated and got.event != want["message"]:
+            diffs.append(f"{key}: FailedScheduling event\n  kube-scheduler: {got.event}\n  simulate:       {want['message']}")
+        if gated and got.reason != "SchedulingGated":
+            diffs.append(f"{key}: PodScheduled reason {got.reason}, simulate: gated")
+    if sorted(got.victims) != sorted(want.get("victims") or []):
+        diffs.append(f"{key}: victims: kube-scheduler {sorted(got.victims)}, simulate {sorted(want.get('victims') or [])}")
+    return diffs
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_kube_scheduler_agrees(cluster: ClusterHarness, path: Path) -> None:
+    scenario = yaml.safe_load(path.read_text())
+    if scenario.get("profile"):
+        pytest.skip("a scenario with its own profile needs a matching KubeSchedulerConfiguration")
+    prefix = f"s{SCENARIOS.index(path):02d}-"
+    prepared = prepare(scenario, prefix)
+    real = RealRun(cluster, prepared)
+    try:
+        real.setup()
+        real.run()
+    finally:
+        real.teardown()
+    diffs, sim = compare(prepared, real)
+    report = "\n".join(
+        f"  {pod_key(p)}: kube-scheduler {real.outcomes[pod_key(p)]}\n"
+        f"  {' ' * len(pod_key(p))}  simulate       node={sim.get(pod_key(p), {}).get('node')} "
+        f"message={sim.get(pod_key(p), {}).get('message')!r}"
+        for p in prepared.pending
+    )
+    assert not diffs, f"{path.name}: kube-scheduler and simulate differ:\n" + "\n".join(diffs) + f"\n\n{report}"
