@@ -308,9 +308,9 @@ class Framework:
                 try:
                     passed = plugin.filter_rows(state, pod, table, candidates[idx])
                 except Exception as e:
-                    status = _call_error(plugin, "Filter", e)
+                    failure = _call_error(plugin, "Filter", e)
                     infos = snapshot.node_infos
-                    statuses.known.update((infos[r].name, status) for r in candidates[idx].tolist())
+                    statuses.known.update((infos[r].name, failure) for r in candidates[idx].tolist())
                     return FilterOutcome(np.zeros(0, dtype=np.int64), len(candidates), statuses)
                 alive[idx[~passed]] = False
             else:
