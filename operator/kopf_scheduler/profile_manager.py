@@ -125,11 +125,20 @@ class ProfileManager:
         owner = claimed.get(scheduler_name)
         if owner is not None:
             self._served.pop(name, None)
-            message = f"schedulerName {scheduler_name!r} is already served by SchedulingProfile {owner!r} (older)"
+            message = (
+                f"schedulerName {scheduler_name!r} is already served by SchedulingProfile {owner!r} (older)"
+            )
             return self._status(name, generation, False, "SchedulerNameConflict", message, None)
         claimed[scheduler_name] = name
         self._served[name] = _Served(name, generation, scheduler_name, framework)
-        return self._status(name, generation, True, "Accepted", f"serving schedulerName {scheduler_name!r}", self._served[name])
+        return self._status(
+            name,
+            generation,
+            True,
+            "Accepted",
+            f"serving schedulerName {scheduler_name!r}",
+            self._served[name],
+        )
 
     def _status(
         self, name: str, generation: int | None, ok: bool, reason: str, message: str, served: _Served | None
@@ -138,7 +147,9 @@ class ProfileManager:
         conditions = [
             _condition(ACCEPTED, ok, reason, message, generation),
             _condition(READY, serving, "Serving" if serving else reason, message, generation),
-            _condition(STALLED, not ok, reason if not ok else "Accepted", message if not ok else "", generation),
+            _condition(
+                STALLED, not ok, reason if not ok else "Accepted", message if not ok else "", generation
+            ),
         ]
         for condition in conditions:
             key = (name, condition["type"])

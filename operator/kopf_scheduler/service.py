@@ -72,11 +72,15 @@ class SchedulerService:
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         self.client = KubeClient(load_connection(config.kubeconfig), bind_concurrency=config.bind_concurrency)
-        self.scheduler = Scheduler(self.client, percentage_of_nodes_to_score=config.percentage_of_nodes_to_score)
+        self.scheduler = Scheduler(
+            self.client, percentage_of_nodes_to_score=config.percentage_of_nodes_to_score
+        )
         self.client.scheduler_name_for = lambda pod: pod.scheduler_name
         self.metrics = SchedulerMetrics()
         self.metrics.attach(self.scheduler)
-        self.profiles = ProfileManager(self.scheduler, self._write_profile_status, config.default_scheduler_name)
+        self.profiles = ProfileManager(
+            self.scheduler, self._write_profile_status, config.default_scheduler_name
+        )
         self.synced = asyncio.Event()
         self.leading = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -115,7 +119,12 @@ class SchedulerService:
         pods = await self.client.list_objects("/api/v1/pods")
         for pod in pods:
             self.scheduler.add_pod(pod)
-        log.info("initial lists: %d nodes, %d pods, profiles serving %s", len(nodes), len(pods), self.profiles.serving())
+        log.info(
+            "initial lists: %d nodes, %d pods, profiles serving %s",
+            len(nodes),
+            len(pods),
+            self.profiles.serving(),
+        )
         self.synced.set()
 
     async def _lead(self, elector: LeaderElector) -> None:

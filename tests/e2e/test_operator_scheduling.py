@@ -73,37 +73,45 @@ def test_pods_are_bound_with_scheduled_events(
     assert not operator.problems(), operator.problems()
 
 
+def fit_error(total: int, reasons: dict[str, int]) -> str:
+    """kube-scheduler's ``FitError`` text: ``<count> <reason>`` per reason, sorted as strings."""
+    counted = sorted(f"{count} {reason}" for reason, count in reasons.items() if count)
+    return f"0/{total} nodes are available: {', '.join(counted)}."
+
+
 def test_unschedulable_pod_gets_kube_schedulers_message(
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
-    mine = scope.nodes(2)  # cpu 4, memory 32Gi each
+    # Node "busy" (4 cpu) holds a 3-cpu pod of the same priority: 2 cpu do not fit, and preempting
+    # cannot help (no lower-priority victim). Node "small" has 1 cpu in all: 2 cpu never fit there.
+    [busy] = scope.nodes(1, "busy")
+    scope.nodes(1, "small", cpu="1", memory="32Gi", pods="110")
+    scope.create_pod("load", requests={"cpu": "3"}, nodeName=busy)
     operator = operators.start("op", lease_namespace=scope.namespace)
     operator.wait_leading()
-    # Every node in the cluster counts, including other tests' nodes. The pod tolerates every taint (so
-    # cordoned or tainted foreign nodes fail only on its node selector, like the others) and selects this
-    # test's nodes, where it is too big.
+    # Every node in the cluster counts, other tests' nodes too. The pod tolerates every taint, so those
+    # (cordoned or tainted or not) fail on its node selector alone.
     total = len(scope.all_node_names())
-    foreign = total - len(mine)
-    scope.create_pod(
-        "huge", requests={"cpu": "100", "memory": "100Gi"}, tolerations=[{"operator": "Exists"}]
-    )
+    foreign = total - 2
+    scope.create_pod("big", requests={"cpu": "2"}, tolerations=[{"operator": "Exists"}])
 
-    # kube-scheduler's FitError: "<count> <reason>" per reason, sorted as strings; then the
-    # post-filter's (DefaultPreemption) verdict in the same form.
-    def histogram(reasons: dict[str, int]) -> str:
-        counted = sorted(f"{count} {reason}" for reason, count in reasons.items() if count)
-        return f"0/{total} nodes are available: {', '.join(counted)}."
-
-    filtered = histogram({"Insufficient cpu": 2, "Insufficient memory": 2, AFFINITY: foreign})
-    preemption = histogram(
-        {"No preemption victims found for incoming pod": 2, "Preemption is not helpful for scheduling": foreign}
+    filtered = fit_error(total, {"Insufficient cpu": 2, AFFINITY: foreign})
+    preemption = fit_error(
+        total,
+        {
+            "No preemption victims found for incoming pod": 1,  # busy
+            "Preemption is not helpful for scheduling": foreign + 1,  # small: 2 cpu > its allocatable
+        },
     )
+    # kube-scheduler v1.34 also has DynamicResources, whose PostFilter adds "no new claims to
+    # deallocate," before "preemption:"; the default profile here has no DynamicResources.
     expected = f"{filtered} preemption: {preemption}"
 
-    event = scope.wait_event("FailedScheduling", "huge")
+    event = scope.wait_event("FailedScheduling", "big")
     assert (event["type"], event["message"]) == ("Warning", expected), dumps(event)
+    assert event["reportingComponent"] == "kopf-scheduler", dumps(event)
     pod = wait_until(
-        lambda: condition(p := scope.get_pod("huge"), "PodScheduled").get("status") == "False" and p,
+        lambda: condition(p := scope.get_pod("big"), "PodScheduled").get("status") == "False" and p,
         10,
         "PodScheduled=False",
     )
@@ -116,14 +124,21 @@ def test_unschedulable_pod_gets_kube_schedulers_message(
 def test_node_added_makes_pending_pod_schedulable(
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
+    scope.nodes(1, "early")  # has this test's label, but not the role the pod selects
+    late = {**scope.label, "e2e.kopf-scheduler.dev/role": "late"}
     operator = operators.start("op", lease_namespace=scope.namespace)
     operator.wait_leading()
-    scope.create_pod("waiting")  # selects this test's label: no node has it yet
+    total = len(scope.all_node_names())
+    scope.create_pod("waiting", selector=late, tolerations=[{"operator": "Exists"}])
     event = scope.wait_event("FailedScheduling", "waiting")
-    assert event["message"].startswith("0/") and AFFINITY in event["message"], dumps(event)
+    expected = (
+        f"{fit_error(total, {AFFINITY: total})} preemption: "
+        f"{fit_error(total, {'Preemption is not helpful for scheduling': total})}"
+    )
+    assert event["message"] == expected, dumps(event)
 
     added = time.monotonic()
-    [node] = scope.nodes(1)
+    [node] = scope.nodes(1, "late", labels=late)
     pod = scope.wait_bound("waiting", timeout=10)
     took = time.monotonic() - added
     assert pod["spec"]["nodeName"] == node

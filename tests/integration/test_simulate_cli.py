@@ -98,7 +98,7 @@ def test_profile_switches_scoring(tmp_path: Path, capsys: pytest.CaptureFixture[
     )
     # The bin-packing profile serves another scheduler name: default-scheduler pods are not served.
     assert pods["web-1"]["node"] is None
-    assert "no profile serves schedulerName 'default-scheduler'" == pods["web-1"]["message"]
+    assert pods["web-1"]["message"] == "no profile serves schedulerName 'default-scheduler'"
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -109,7 +109,10 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", "simulate", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "kopf_scheduler", "simulate", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -149,12 +152,18 @@ def test_bad_cluster_input_is_one_line_exit_2(tmp_path: Path, text: str, expecte
             id="unknown-plugin",
         ),
         pytest.param(
-            {"schedulerName": "s", "plugins": {"score": {"enabled": [{"name": "NodeResourcesFit", "weight": 0}]}}},
+            {
+                "schedulerName": "s",
+                "plugins": {"score": {"enabled": [{"name": "NodeResourcesFit", "weight": 0}]}},
+            },
             "spec.plugins.score.enabled[0].weight: must be > 0, not 0",
             id="zero-weight",
         ),
         pytest.param(
-            {"schedulerName": "s", "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": 1}}]},
+            {
+                "schedulerName": "s",
+                "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": 1}}],
+            },
             "spec.pluginConfig[0].args.scoringStrategy: must be an object",
             id="bad-args",
         ),
@@ -164,7 +173,9 @@ def test_bad_profile_names_file_and_field(tmp_path: Path, spec: dict, expected: 
     profile = write(
         tmp_path,
         "profile.yaml",
-        yaml.safe_dump({"apiVersion": "kopf-scheduler.io/v1alpha1", "kind": "SchedulingProfile", "spec": spec}),
+        yaml.safe_dump(
+            {"apiVersion": "kopf-scheduler.io/v1alpha1", "kind": "SchedulingProfile", "spec": spec}
+        ),
     )
     result = run_cli("--cluster", str(EXAMPLE), "--profile", str(profile))
     assert result.returncode == 2

@@ -42,7 +42,11 @@ def simulate(scenario: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFix
         profile = tmp_path / "profile.yaml"
         profile.write_text(
             yaml.safe_dump(
-                {"apiVersion": "kopf-scheduler.io/v1alpha1", "kind": "SchedulingProfile", "spec": scenario["profile"]}
+                {
+                    "apiVersion": "kopf-scheduler.io/v1alpha1",
+                    "kind": "SchedulingProfile",
+                    "spec": scenario["profile"],
+                }
             )
         )
         args += ["--profile", str(profile)]

@@ -341,9 +341,8 @@ class DevCluster:
             return
         started = time.monotonic()
         targets = [arg for p in files for arg in ("-f", str(p))]
-        self._kubectl(
-            "apply", "--server-side", "--force-conflicts", "--field-manager=kopf-scheduler-dev-cluster", *targets
-        )  # fmt: skip
+        manager = "--field-manager=kopf-scheduler-dev-cluster"
+        self._kubectl("apply", "--server-side", "--force-conflicts", manager, *targets)
         self._kubectl("wait", "--for=condition=Established", "--timeout=60s", *targets)
         self.timings["crds"] = time.monotonic() - started
 

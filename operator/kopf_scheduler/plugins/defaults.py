@@ -29,4 +29,6 @@ DEFAULT_MULTI_POINT: list[tuple[str, int]] = [
 
 
 def default_plugins() -> dict[str, PluginSet]:
-    return {"multiPoint": PluginSet(enabled=[PluginRef(name, weight) for name, weight in DEFAULT_MULTI_POINT])}
+    return {
+        "multiPoint": PluginSet(enabled=[PluginRef(name, weight) for name, weight in DEFAULT_MULTI_POINT])
+    }
