@@ -1,0 +1,117 @@
+"""Event intake of the scheduler: what goes to the cache, what to the queue, and pods of names no
+profile serves (yet)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopf_scheduler.api.profile import ProfileSpec
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.testing import make_node, make_pod
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.bound: list[tuple[str, str]] = []
+        self.failures: list[tuple[str, str, str]] = []
+
+    async def bind(self, pod: PodInfo, node_name: str) -> None:
+        self.bound.append((pod.key, node_name))
+
+    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
+
+    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
+        self.failures.append((pod.key, reason, message))
+
+
+def _scheduler() -> tuple[Scheduler, _Client]:
+    client = _Client()
+    scheduler = Scheduler(client)
+    scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))
+    scheduler.add_node(make_node().name("n1").obj())
+    return scheduler, client
+
+
+async def _drain(scheduler: Scheduler) -> None:
+    while (qp := scheduler.queue.pop_nowait()) is not None:
+        scheduler.schedule_one(qp)
+    await scheduler.wait_for_bindings()
+
+
+async def test_pending_pod_of_a_served_name_is_scheduled() -> None:
+    scheduler, client = _scheduler()
+    scheduler.add_pod(make_pod().name("p").scheduler_name("kopf-scheduler").obj())
+    await _drain(scheduler)
+    assert client.bound == [("default/p", "n1")]
+
+
+async def test_assigned_pod_goes_to_the_cache_not_the_queue() -> None:
+    scheduler, _client = _scheduler()
+    pod = make_pod().name("running").req(cpu="1").node("n1").obj()
+    scheduler.add_pod(pod)
+    assert pod["metadata"]["uid"] not in scheduler.queue
+    assert scheduler.cache.node_info("n1").requested["cpu"] == 1000
+
+
+async def test_pod_of_another_scheduler_waits_until_a_profile_serves_its_name() -> None:
+    scheduler, client = _scheduler()
+    scheduler.add_pod(make_pod().name("late").scheduler_name("later-scheduler").obj())
+    await _drain(scheduler)
+    assert client.bound == []
+    scheduler.set_profile(ProfileSpec(scheduler_name="later-scheduler"))
+    await _drain(scheduler)
+    assert client.bound == [("default/late", "n1")]
+
+
+async def test_pods_of_a_removed_profile_leave_the_queue_and_come_back() -> None:
+    scheduler, client = _scheduler()
+    scheduler.set_profile(ProfileSpec(scheduler_name="s"))
+    scheduler.add_pod(make_pod().name("p").scheduler_name("s").req(cpu="100").obj())
+    await _drain(scheduler)  # too big: unschedulable, waits in the queue
+    assert len(client.failures) == 1
+    scheduler.remove_profile("s")
+    assert len(scheduler.queue) == 0
+    scheduler.add_node(make_node().name("big").capacity(cpu="128", memory="64Gi", pods=110).obj())
+    scheduler.set_profile(ProfileSpec(scheduler_name="s"))
+    await _drain(scheduler)
+    assert client.bound == [("default/p", "big")]
+
+
+async def test_unreadable_pod_gets_a_failure_report_and_the_loop_goes_on() -> None:
+    scheduler, client = _scheduler()
+    bad: dict[str, Any] = make_pod().name("bad").scheduler_name("kopf-scheduler").req(cpu="lots").obj()
+    scheduler.add_pod(bad)
+    scheduler.add_pod(make_pod().name("good").scheduler_name("kopf-scheduler").obj())
+    await _drain(scheduler)
+    assert client.failures == [
+        (
+            "default/bad",
+            "SchedulerError",
+            "pod cannot be scheduled: spec.containers[0].resources.requests.cpu: invalid quantity 'lots'",
+        )
+    ]
+    assert client.bound == [("default/good", "n1")]
+
+
+async def test_deleted_pending_pod_leaves_no_trace() -> None:
+    scheduler, client = _scheduler()
+    pod = make_pod().name("gone").scheduler_name("kopf-scheduler").obj()
+    scheduler.add_pod(pod)
+    scheduler.delete_pod(pod)
+    await _drain(scheduler)
+    assert client.bound == []
+    assert len(scheduler.queue) == 0
+
+
+async def test_bound_pod_confirms_the_assumed_one() -> None:
+    scheduler, _client = _scheduler()
+    pod = make_pod().name("p").scheduler_name("kopf-scheduler").obj()
+    scheduler.add_pod(pod)
+    await _drain(scheduler)
+    uid = pod["metadata"]["uid"]
+    assert scheduler.cache.is_assumed(uid)
+    bound = dict(pod, spec=dict(pod["spec"], nodeName="n1"))
+    scheduler.update_pod(pod, bound)
+    assert not scheduler.cache.is_assumed(uid)
+    assert scheduler.cache.get_pod(uid) is not None
