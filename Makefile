@@ -4,8 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
+BENCH_ARGS ?=
 
-.PHONY: demo simulate-demo test venv lint unit e2e controlplane cluster bench clean
+.PHONY: demo simulate-demo test venv lint unit e2e controlplane cluster bench bench-small clean
 
 # The local control plane, the operator, profiles/, a few pods, and a live profile switch.
 demo: venv controlplane
@@ -44,6 +46,20 @@ e2e: venv controlplane
 
 cluster: venv controlplane
 	$(VENV)/bin/kopf-scheduler dev-cluster up
+
+# Side-by-side benchmark on scheduler_perf-shaped workloads: kube-scheduler, kopf-scheduler and a raw binder
+# (the API server's ceiling), each against a fresh kube-apiserver + etcd. Writes bench/results/<time>.json
+# and bench/RESULTS.md. Full size: 5,000 nodes, plus p99 latency at 100 pods/s (an hour or more on 2 cores);
+# bench-small: 500 nodes (CI runs one small workload as a smoke test: tests/e2e/test_bench_smoke.py).
+bench: $(BENCH_STAMP) controlplane
+	$(PY) -m bench run --size full --latency-rate 100 $(BENCH_ARGS)
+
+bench-small: $(BENCH_STAMP) controlplane
+	$(PY) -m bench run --size small $(BENCH_ARGS)
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -10,13 +10,15 @@ Rules:
   gets ``Accepted=False`` (reason ``SchedulerNameConflict``). When the older goes, the newer takes over.
 - A deleted profile stops serving its name; with no profile for it, the built-in default profile serves
   the default name (``kopf-scheduler``).
-- Status is written only when it changes, so the status update's own watch event changes nothing.
+- Status is written only when it changes, so the status update's own watch event changes nothing; a
+  status the object already shows (written before a restart or a failover) is not written again, and its
+  conditions keep their ``lastTransitionTime``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -75,8 +77,20 @@ class ProfileManager:
             self._objects.pop(name, None)
             self._served.pop(name, None)
             self._written.pop(name, None)
+            for key in [key for key in self._transitions if key[0] == name]:
+                del self._transitions[key]
         else:
             self._objects[name] = obj
+        await self.reconcile()
+
+    async def load(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """The initial list: every object first, then one reconcile, so that name conflicts are judged with
+        all claimants known (one by one, a newer profile listed first would serve for a moment and flip
+        its status)."""
+        for obj in objs:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            if name:
+                self._objects[name] = obj
         await self.reconcile()
 
     def serving(self) -> dict[str, str]:
@@ -93,8 +107,12 @@ class ProfileManager:
             statuses[name] = self._reconcile_one(name, obj, claimed)
         self._apply(claimed)
         for name, status in statuses.items():
-            if self._written.get(name) != status:
-                await self._write(name, status)
+            if self._written.get(name) == status:
+                continue
+            if _shown(self._objects.get(name)) == _without_nulls(status):
+                self._written[name] = status  # already there (written before a restart, or by a peer)
+                continue
+            await self._write(name, status)
 
     def _reconcile_one(self, name: str, obj: Mapping[str, Any], claimed: dict[str, str]) -> dict[str, Any]:
         generation = (obj.get("metadata") or {}).get("generation")
@@ -151,9 +169,14 @@ class ProfileManager:
                 STALLED, not ok, reason if not ok else "Accepted", message if not ok else "", generation
             ),
         ]
+        shown = {c.get("type"): c for c in _shown(self._objects.get(name)).get("conditions") or ()}
         for condition in conditions:
             key = (name, condition["type"])
             previous = self._transitions.get(key)
+            if previous is None:  # first look since start: a condition already shown keeps its time
+                old = shown.get(condition["type"]) or {}
+                if old.get("status") == condition["status"] and old.get("lastTransitionTime"):
+                    previous = self._transitions[key] = (condition["status"], str(old["lastTransitionTime"]))
             if previous is None or previous[0] != condition["status"]:
                 self._transitions[key] = (condition["status"], _now())
             condition["lastTransitionTime"] = self._transitions[key][1]
@@ -184,6 +207,17 @@ class ProfileManager:
             self._written[name] = status
         except Exception as e:  # the next event retries; serving does not depend on the status write
             log.warning("cannot update the status of SchedulingProfile %s: %s", name, e)
+
+
+def _shown(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The status the object shows now ({} when none)."""
+    status = (obj or {}).get("status")
+    return dict(status) if isinstance(status, Mapping) else {}
+
+
+def _without_nulls(status: Mapping[str, Any]) -> dict[str, Any]:
+    """``status`` as the API server stores it (a merge patch drops null fields)."""
+    return {k: v for k, v in status.items() if v is not None}
 
 
 def _created(obj: Mapping[str, Any]) -> str:

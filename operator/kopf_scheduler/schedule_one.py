@@ -1,15 +1,22 @@
 """One scheduling cycle and its binding cycle (upstream's ``schedule_one.go``).
 
-Scheduling cycle (synchronous, over the snapshot): pre-filter -> filter (stopping after the number of
-feasible nodes to find, from a rotating start index) -> post-filter on failure -> pre-score -> score ->
-normalise -> weights -> select host (ties at random) -> assume -> reserve -> permit.
-Binding cycle (async, concurrent): wait on permit -> pre-bind -> bind -> post-bind.
+Scheduling cycle (over the snapshot): pre-filter -> filter (stopping after the number of feasible nodes
+to find, from a rotating start index) -> filter extenders -> post-filter on failure -> pre-score ->
+score -> normalise -> weights (+ prioritize extenders) -> select host (ties at random) -> assume ->
+reserve -> permit. Binding cycle (async, concurrent): wait on permit -> pre-bind -> bind -> post-bind.
 Every failure after assume unreserves and forgets the pod, then requeues it (with backoff for errors).
+
+The scheduling cycle is written as coroutines that await only scheduler extenders (HTTP). Without
+extenders it never suspends and the scheduler runs it eagerly, as synchronous code; with extenders the
+scheduling loop awaits it, and starts no other cycle meanwhile (event intake and binding cycles go on,
+as informers and binding goroutines do upstream while kube-scheduler's cycle waits on an extender).
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,13 +24,16 @@ import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_event_message
-from kopf_scheduler.framework.interface import NodeSet, PostFilterResult
+from kopf_scheduler.framework.extenders import scheduling as extending
+from kopf_scheduler.framework.interface import NodeSet, PostFilterResult, SnapshotLister
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.runtime.framework import Framework, ScoreBreakdown
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable
 
 if TYPE_CHECKING:
     from kopf_scheduler.scheduler import Scheduler
+
+log = logging.getLogger("kopf_scheduler")
 
 #: below this many nodes every node is examined (``minFeasibleNodesToFind``).
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -66,7 +76,7 @@ class ScheduleResult:
     diagnosis: Diagnosis | None = None
 
 
-def find_nodes_that_fit(
+async def find_nodes_that_fit(
     sched: Scheduler, fwk: Framework, state: CycleState, pod: PodInfo
 ) -> tuple[np.ndarray, Diagnosis]:
     snapshot = sched.snapshot
@@ -85,10 +95,21 @@ def find_nodes_that_fit(
         return np.zeros(0, dtype=np.int64), diagnosis
 
     nominated = sched.queue.nominated_node_names()
+    early: dict[str, Status] = {}  # extenders' verdicts on the nominated node
     if pod.nominated_node_name:
         node = snapshot.get(pod.nominated_node_name)
         if node is not None and fwk.run_filter_with_nominated_pods(state, pod, node) is None:
-            return np.array([snapshot.index_of(node.name)], dtype=np.int64), diagnosis
+            fits = np.array([snapshot.index_of(node.name)], dtype=np.int64)
+            if fwk.extenders:
+                try:
+                    fits = await extending.find_nodes_that_pass_extenders(
+                        fwk.extenders, pod, fits, snapshot, early.__setitem__
+                    )
+                except extending.ExtenderFailure as e:  # upstream logs it and filters every node
+                    log.warning("evaluating nominated node %s for %s: %s", node.name, pod.key, e)
+                    fits = fits[:0]
+            if len(fits):
+                return fits, diagnosis
 
     total = len(snapshot)
     if pre_result is not None and pre_result.node_names is not None:
@@ -105,7 +126,11 @@ def find_nodes_that_fit(
     to_find = num_feasible_nodes_to_find(
         fwk.percentage_of_nodes_to_score, sched.percentage_of_nodes_to_score, n
     )
-    if not fwk.score:
+    if (
+        not fwk.score
+        and not extending.has_filters(fwk.extenders)
+        and not extending.has_prioritizers(fwk.extenders)
+    ):
         to_find = 1
     start = sched.next_start_node_index % n
     order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
@@ -115,17 +140,39 @@ def find_nodes_that_fit(
     processed = len(outcome.feasible) + len(outcome.statuses)
     sched.next_start_node_index = (sched.next_start_node_index + processed) % total
     diagnosis.node_statuses = outcome.statuses
-    return outcome.feasible, diagnosis
+    feasible = outcome.feasible
+    if fwk.extenders:
+        for name, status in early.items():  # what the full pass did not judge again
+            if outcome.statuses.get(name) is None:
+                outcome.statuses.set(name, status)
+        passed = await _pass_extenders(fwk, pod, feasible, snapshot, outcome.statuses.set)
+        if len(passed) != len(feasible):  # extenders do not say what helps: any event may
+            diagnosis.unschedulable_plugins.add(extending.EXTENDER_NAME)
+        feasible = passed
+    return feasible, diagnosis
 
 
-def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodInfo) -> ScheduleResult:
+async def _pass_extenders(
+    fwk: Framework,
+    pod: PodInfo,
+    rows: np.ndarray,
+    snapshot: SnapshotLister,
+    set_status: Callable[[str, Status], None],
+) -> np.ndarray:
+    try:
+        return await extending.find_nodes_that_pass_extenders(fwk.extenders, pod, rows, snapshot, set_status)
+    except extending.ExtenderFailure as e:
+        raise SchedulingError(e.status) from e
+
+
+async def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodInfo) -> ScheduleResult:
     """Picks a node, or raises ``FitError`` (no node fits) or ``SchedulingError`` (a plugin failed)."""
     snapshot = sched.snapshot
     if len(snapshot) == 0:
         raise FitError(
             pod, 0, Diagnosis(absent_status=unresolvable(NO_NODES_AVAILABLE), pre_filter_message="")
         )
-    feasible, diagnosis = find_nodes_that_fit(sched, fwk, state, pod)
+    feasible, diagnosis = await find_nodes_that_fit(sched, fwk, state, pod)
     if len(feasible) == 0:
         raise FitError(pod, len(snapshot), diagnosis)
     evaluated = len(feasible) + (len(diagnosis.node_statuses) if diagnosis.node_statuses is not None else 0)
@@ -133,7 +180,7 @@ def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodIn
     if len(feasible) == 1 and not sched.explaining:
         return ScheduleResult(infos[int(feasible[0])].name, evaluated, 1, diagnosis=diagnosis)
     nodes = NodeSet(snapshot, feasible)
-    if not fwk.score:
+    if not fwk.score and not fwk.extenders:
         totals = np.ones(len(feasible), dtype=np.int64)
         breakdown = None
     else:
@@ -147,6 +194,14 @@ def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodIn
         sched.observe("Score", status, fwk.profile_name, started)
         if status is not None:
             raise SchedulingError(status)
+        if fwk.extenders and len(feasible) > 1:  # one node (explained) is not sent to be prioritized
+            extra, per_extender = await extending.prioritize(fwk.extenders, pod, nodes.infos)
+            totals = totals + extra
+            if breakdown is not None:
+                for name, (raw, weighted) in per_extender.items():
+                    breakdown.raw[name] = raw
+                    breakdown.normalized[name] = raw * extending.SCORE_SCALE
+                    breakdown.weighted[name] = weighted
     best = np.flatnonzero(totals == totals.max())
     choice = int(best[sched.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
     return ScheduleResult(
@@ -163,30 +218,31 @@ def _rejectors(diagnosis: Diagnosis) -> None:
             target.add(status.plugin)
 
 
-def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, started: float) -> Any:
-    """Runs the synchronous part; returns the binding-cycle coroutine (or, after a preemption, the
-    coroutine finishing its API calls and the pod's failure report), or None when the pod failed."""
+async def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, started: float) -> Any:
+    """Runs the scheduling part (see the module docstring on awaiting it); returns the binding-cycle
+    coroutine (or, after a preemption, the coroutine finishing its API calls and the pod's failure
+    report), or None when the pod failed."""
     pod = qp.pod
     state = CycleState()
     sched.cache.update_snapshot(sched.snapshot)
     fwk.current_snapshot = sched.snapshot
     try:
-        result = schedule_pod(sched, fwk, state, pod)
+        result = await schedule_pod(sched, fwk, state, pod)
     except FitError as fit_error:
         _rejectors(fit_error.diagnosis)
         nominated: str | None = None
         if fwk.post_filter:
             post_started = now()
-            post_result, post_status = fwk.run_post_filter(
+            post_result, post_status = await fwk.run_post_filter_async(
                 state,
                 pod,
                 fit_error.diagnosis.node_statuses or _NoStatuses(fit_error.diagnosis.absent_status),
             )
             sched.observe("PostFilter", post_status, fwk.profile_name, post_started)
             if post_status.code == Code.ERROR:
-                sched.explain_failure(pod, fit_error)
-                handle_failure(sched, fwk, qp, post_status, None, started)
-                return None
+                # As upstream: a post-filter error (preemption's dry run, an extender's preempt verb) is
+                # logged and its message ends the FitError's; the pod stays unschedulable.
+                log.warning("post-filter for %s: %s", pod.key, post_status.message())
             fit_error.diagnosis.post_filter_message = (
                 post_status.message() if not post_status.is_success else ""
             )

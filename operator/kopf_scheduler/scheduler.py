@@ -6,16 +6,21 @@ assumed one); an unassigned pod whose ``schedulerName`` a profile serves goes to
 it from wherever it is. A pod that cannot be read gets a ``FailedScheduling`` report saying why, and the
 loop carries on. Profiles can be replaced between cycles: a cycle in flight finishes with the framework it
 started with, and pods the old profile left unschedulable are requeued.
+
+One cycle at a time: the loop awaits the cycle of a profile with extenders (it waits on their HTTP
+answers) before it pops the next pod; other profiles' cycles run eagerly, without giving the loop a turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kopf_scheduler.api.extenders import ignored_resources
 from kopf_scheduler.api.profile import PluginSet, ProfileSpec
 from kopf_scheduler.backend.cache import Cache, Snapshot
 from kopf_scheduler.backend.queue import SchedulingQueue
@@ -23,7 +28,9 @@ from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.diagnosis import FitError
 from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget, DisruptionBudgets
+from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE
+from kopf_scheduler.framework.extenders import ExtenderTransport
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodInfo
 from kopf_scheduler.framework.runtime.build import build_framework
@@ -31,6 +38,7 @@ from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry
 from kopf_scheduler.framework.status import Status
 from kopf_scheduler.plugins.defaults import default_plugins
+from kopf_scheduler.plugins.names import NODE_RESOURCES_FIT
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.registry import new_registry
 from kopf_scheduler.schedule_one import REASON_SCHEDULER_ERROR, ScheduleResult, now, scheduling_cycle
@@ -49,6 +57,18 @@ def _is_assigned(raw: Mapping[str, Any]) -> bool:
 
 def _is_terminal(raw: Mapping[str, Any]) -> bool:
     return (raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _with_extender_ignored_resources(spec: ProfileSpec) -> ProfileSpec:
+    """kube-scheduler's ``buildExtenders``: the resources extenders manage with ``ignoredByScheduler``
+    become NodeResourcesFit's ``ignoredResources`` (replacing what its args said)."""
+    ignored = ignored_resources(spec.extenders)
+    if not ignored:
+        return spec
+    args, path = spec.plugin_config.get(NODE_RESOURCES_FIT, ({}, "spec.extenders"))
+    config = dict(spec.plugin_config)
+    config[NODE_RESOURCES_FIT] = ({**args, "ignoredResources": ignored}, path)
+    return dataclasses.replace(spec, plugin_config=config)
 
 
 class Scheduler:
@@ -94,6 +114,8 @@ class Scheduler:
         self.failed_hooks: list[Callable[[QueuedPodInfo, str, str, str, float], None]] = []
         #: extension-point timings: (extension point, status code label, profile, seconds)
         self.extension_hooks: list[Callable[[str, str, str, float], None]] = []
+        #: the HTTP client every profile's scheduler extenders share (``close_extenders`` releases it)
+        self.extender_transport = ExtenderTransport()
 
     @property
     def explaining(self) -> bool:
@@ -103,7 +125,13 @@ class Scheduler:
     def build_profile(self, spec: ProfileSpec) -> Framework:
         """Builds (validates) a profile without serving it; raises ``ProfileError``."""
         framework = build_framework(
-            spec, self.registry, self.defaults, self.client, clock=self.clock, nominator=self.queue
+            _with_extender_ignored_resources(spec),
+            self.registry,
+            self.defaults,
+            self.client,
+            clock=self.clock,
+            nominator=self.queue,
+            extender_transport=self.extender_transport,
         )
         framework.rng = self.rng
         framework.disruption_budgets = self.disruption_budgets
@@ -243,13 +271,35 @@ class Scheduler:
 
     # -- the loop --------------------------------------------------------------------------------------
     def schedule_one(self, qp: QueuedPodInfo) -> None:
+        """One pod's scheduling cycle, run eagerly; a profile with extenders needs ``schedule_one_async``."""
         framework = self.profiles.get(qp.pod.scheduler_name)
         if framework is None or qp.pod.deletion_timestamp:
             if framework is None and not qp.pod.deletion_timestamp:
                 self._unserved[qp.pod.uid] = qp.pod  # its profile went away while it was queued
             self.queue.done(qp.pod.uid)
             return
-        binding = scheduling_cycle(self, framework, qp, now())
+        if framework.extenders:
+            raise RuntimeError(f"profile {framework.profile_name!r} has extenders: use schedule_one_async")
+        self._start_binding(run_eagerly(scheduling_cycle(self, framework, qp, now())))
+
+    async def schedule_one_async(self, qp: QueuedPodInfo) -> None:
+        """One pod's scheduling cycle, awaiting its profile's extenders if it has any."""
+        framework = self.profiles.get(qp.pod.scheduler_name)
+        if framework is None or not framework.extenders or qp.pod.deletion_timestamp:
+            self.schedule_one(qp)
+            return
+        try:
+            binding = await scheduling_cycle(self, framework, qp, now())
+        except asyncio.CancelledError:
+            # Stopped while waiting on an extender (leadership lost), before anything was assumed:
+            # the pod goes back to the queue, to be tried again with backoff.
+            qp.unschedulable_plugins, qp.pending_plugins = set(), set()
+            qp.last_failure_was_error = True
+            self.queue.add_unschedulable_if_not_present(qp)
+            raise
+        self._start_binding(binding)
+
+    def _start_binding(self, binding: Any) -> None:
         if binding is not None:
             task = asyncio.ensure_future(binding)
             self._bindings.add(task)
@@ -261,8 +311,23 @@ class Scheduler:
             qp = await self.queue.pop()
             if qp is None:
                 return
-            self.schedule_one(qp)
+            try:
+                await self.schedule_one_async(qp)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a bug costs this pod one attempt, not the loop
+                log.exception("scheduling %s failed", qp.pod.key)
+                qp.unschedulable_plugins, qp.pending_plugins = set(), set()
+                qp.last_failure_was_error = True
+                if self.queue.add_unschedulable_if_not_present(qp) is not None:
+                    self.client.record_failure(
+                        qp.pod, REASON_SCHEDULER_ERROR, f"scheduling failed: {e}", None
+                    )
             await asyncio.sleep(0)  # let event intake and binding cycles make progress
+
+    async def close_extenders(self) -> None:
+        """Releases the extenders' HTTP connections."""
+        await self.extender_transport.close()
 
     async def wait_for_bindings(self) -> None:
         while self._bindings:

@@ -109,8 +109,7 @@ class SchedulerService:
 
     async def _initial_sync(self) -> None:
         """Lists nodes, pods and profiles before the first decision (watch events then only update)."""
-        for obj in await self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{PLURAL}"):
-            await self.profiles.on_event(None, obj)
+        await self.profiles.load(await self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{PLURAL}"))
         for pdb in await self.client.list_objects("/apis/policy/v1/poddisruptionbudgets"):
             self.scheduler.update_pdb(pdb)
         nodes = await self.client.list_objects("/api/v1/nodes")
@@ -141,7 +140,13 @@ class SchedulerService:
         self._loop_task = asyncio.create_task(self.scheduler.run(), name="scheduling-loop")
 
     async def _stopped_leading(self) -> None:
-        log.warning("lost the lease as %s: scheduling stops", self.config.identity)
+        # Also called when the elector is cancelled at shutdown, after ``stop`` stopped the loop (and for
+        # a standby that never led): only a leader that still believes it leads has lost the lease.
+        if self.leading.is_set():
+            log.warning("lost the lease as %s: scheduling stops", self.config.identity)
+        await self._stop_loop()
+
+    async def _stop_loop(self) -> None:
         self.leading.clear()
         if self._loop_task is not None:
             self._loop_task.cancel()
@@ -150,7 +155,9 @@ class SchedulerService:
             self._loop_task = None
 
     async def stop(self) -> None:
-        await self._stopped_leading()
+        if self.leading.is_set():
+            log.info("stopping as %s: scheduling stops, the lease is released", self.config.identity)
+        await self._stop_loop()
         self.scheduler.close()
         for task in self._tasks:
             task.cancel()
@@ -159,6 +166,7 @@ class SchedulerService:
                 await task
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.scheduler.wait_for_bindings(), timeout=5)
+        await self.scheduler.close_extenders()
         await self.client.close()
 
     # -- watch events (from the handlers) --------------------------------------------------------------

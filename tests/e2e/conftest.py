@@ -10,16 +10,16 @@ fails the tests that need it, with the failing component's log tail; it never sk
 from __future__ import annotations
 
 import atexit
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
+from operator_harness import OPERATORS_KEY, Operators, Scope
 
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.errors import UsageError
-from operator_harness import OPERATORS_KEY, Operators, Scope
 
 
 @pytest.fixture(scope="session")
@@ -44,15 +44,20 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
 
 
 @pytest.fixture
-def operators(control_plane: ClusterHarness, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Operators]:
+def operators(
+    control_plane: ClusterHarness, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Operators]:
     """Starts ``kopf-scheduler run`` subprocesses against the session's cluster; stops every one at the end
-    (SIGTERM, then SIGKILL). Their logs are attached to the report of a failed test."""
+    (SIGTERM; one still running after the grace period is aborted and makes the test an error). Their
+    logs are attached to the report of a failed test."""
     started = Operators(control_plane.kubeconfig, tmp_path)
     request.node.stash[OPERATORS_KEY] = started
     try:
         yield started
     finally:
-        started.stop_all()
+        killed = started.stop_all()
+    if killed:  # Kubernetes would SIGKILL it after the grace period too, but it should stop by itself
+        pytest.fail(f"operator(s) {', '.join(killed)} still running 15 s after SIGTERM (stacks in the log)")
 
 
 @pytest.fixture
@@ -66,7 +71,9 @@ def scope(control_plane: ClusterHarness) -> Iterator[Scope]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     operators = item.stash.get(OPERATORS_KEY, None)
     if operators is not None and report.failed:

@@ -4,8 +4,9 @@ with ``KUBECONFIG`` pointing at the session's control plane; plus blocking helpe
 
 Guards:
 - every operator runs in its own session (process group) and is tied to the test process
-  (PR_SET_PDEATHSIG), its output goes to a log file; ``Operators.stop_all`` stops each one with SIGTERM,
-  then SIGKILL after a grace period, and reaps it, so no process outlives its test;
+  (PR_SET_PDEATHSIG), its output goes to a log file; ``Operators.stop_all`` stops each one with SIGTERM
+  (after a grace period SIGABRT for a stack dump, then SIGKILL) and reaps it, so no process outlives
+  its test;
 - the lease timings are short (lease 4 s, renew deadline 3 s, retry 0.5 s) so takeovers take seconds;
 - a test's objects carry its own run id: namespace, node names, a node label that its pods select, and
   profile and scheduler names. The API server is shared by the whole session, so nothing here assumes
@@ -28,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 
@@ -49,7 +50,9 @@ LABEL_KEY = "e2e.kopf-scheduler.dev/run"
 PROBLEM = re.compile(r"\[(ERROR|CRITICAL)\s*\]|Traceback \(most recent call last\)")
 
 
-def wait_until(check: Callable[[], T], timeout: float, what: str, interval: float = 0.1) -> T:
+def wait_until(
+    check: Callable[[], T | Literal[False] | None], timeout: float, what: str, interval: float = 0.1
+) -> T:
     """Poll ``check`` until it returns something truthy (returned); fail naming ``what`` after
     ``timeout`` seconds, with the last value seen."""
     deadline = time.monotonic() + timeout
@@ -85,8 +88,8 @@ class OperatorProcess:
     metrics_port: int = 0
     liveness_port: int = 0
     exit_code: int | None = None
-    #: True when SIGTERM alone did not stop it
-    needed_sigkill: bool = False
+    #: True when SIGTERM alone did not stop it within the grace period
+    ignored_sigterm: bool = False
 
     @property
     def alive(self) -> bool:
@@ -117,7 +120,9 @@ class OperatorProcess:
                     f"{self.tail()}"
                 )
             if time.monotonic() > deadline:
-                raise AssertionError(f"operator {self.name} did not log {text!r} in {timeout} s:\n{self.tail()}")
+                raise AssertionError(
+                    f"operator {self.name} did not log {text!r} in {timeout} s:\n{self.tail()}"
+                )
             time.sleep(0.05)
 
     def wait_leading(self, timeout: float = 20.0) -> None:
@@ -130,8 +135,10 @@ class OperatorProcess:
         self.exit_code = self.popen.wait(timeout=10)
 
     def terminate(self, grace: float = 15.0) -> int | None:
-        """SIGTERM, as the kubelet does; SIGKILL after ``grace`` seconds. Returns the exit code of a
-        graceful exit, None when SIGKILL was needed."""
+        """SIGTERM, as the kubelet does. Returns the exit code of a graceful exit; None when it was still
+        running after ``grace`` seconds: it is then sent SIGABRT, so that Python's faulthandler
+        (``PYTHONFAULTHANDLER``) writes every thread's stack to the log, and SIGKILL if that was not the
+        end of it either."""
         if not self.alive:
             self.exit_code = self.popen.wait()
             return self.exit_code
@@ -141,9 +148,14 @@ class OperatorProcess:
             self.exit_code = self.popen.wait(timeout=grace)
             return self.exit_code
         except subprocess.TimeoutExpired:
-            self.needed_sigkill = True
+            self.ignored_sigterm = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGABRT)
+        try:
+            self.exit_code = self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
             self.kill()
-            return None
+        return None
 
 
 class Operators:
@@ -161,12 +173,15 @@ class Operators:
         lease_namespace: str,
         identity: str | None = None,
         ports: bool = False,
+        leader_elect: bool = True,
+        kubeconfig: Path | None = None,
         env: Mapping[str, str] | None = None,
         args: Iterable[str] = (),
     ) -> OperatorProcess:
         """Start ``kopf-scheduler run`` with leader election in ``lease_namespace``. ``identity`` (default:
         ``name``) is the lease holder identity and the events' reporting instance (``POD_NAME``, as the
-        downward API would set it). ``ports``: serve metrics and liveness on free ports (else 0: off)."""
+        downward API would set it). ``ports``: serve metrics and liveness on free ports (else 0: off).
+        ``kubeconfig``: another identity than the session's admin."""
         identity = identity or name
         metrics_port, liveness_port = (free_port(), free_port()) if ports else (0, 0)
         argv = [
@@ -174,20 +189,21 @@ class Operators:
             "--metrics-port", str(metrics_port),
             "--liveness-port", str(liveness_port),
             "--lease-namespace", lease_namespace,
-            "--leader-elect", "true",
+            "--leader-elect", "true" if leader_elect else "false",
             *args,
         ]  # fmt: skip
         environment = {
             k: v for k, v in os.environ.items() if not k.startswith("KOPF_SCHEDULER_") and k != "POD_NAME"
         }
         environment.update(
-            KUBECONFIG=str(self.kubeconfig),
+            KUBECONFIG=str(kubeconfig or self.kubeconfig),
             KOPF_SCHEDULER_LEASE_DURATION=str(LEASE_DURATION),
             KOPF_SCHEDULER_RENEW_DEADLINE=str(RENEW_DEADLINE),
             KOPF_SCHEDULER_RETRY_PERIOD=str(RETRY_PERIOD),
             KOPF_SCHEDULER_IDENTITY=identity,
             POD_NAME=identity,
             PYTHONUNBUFFERED="1",
+            PYTHONFAULTHANDLER="1",  # stacks in the log if it has to be aborted (see terminate)
         )
         environment.update(env or {})
         log_file = self.workdir / f"operator-{name}.log"
@@ -206,9 +222,12 @@ class Operators:
         self.started.append(process)
         return process
 
-    def stop_all(self) -> None:
+    def stop_all(self) -> list[str]:
+        """SIGTERM each running operator (see ``terminate``); returns the names of those still running
+        after the grace period."""
         for process in self.started:
             process.terminate()
+        return [p.name for p in self.started if p.ignored_sigterm]
 
     def report(self, lines: int = 300) -> list[tuple[str, str]]:
         """(title, log tail) per operator, for a failed test's report."""
@@ -241,10 +260,6 @@ class Scope:
     def label(self) -> dict[str, str]:
         """The label on this test's nodes (its pods select it)."""
         return {LABEL_KEY: self.run}
-
-    @property
-    def selector(self) -> str:
-        return f"{LABEL_KEY}={self.run}"
 
     def name(self, what: str) -> str:
         """A cluster-wide unique name for this test (nodes, profiles, schedulerNames)."""
@@ -290,11 +305,17 @@ class Scope:
         )
 
     def create_pod(self, name: str, scheduler_name: str = "kopf-scheduler", **options: Any) -> dict[str, Any]:
-        return dict(self.cp.post(f"/api/v1/namespaces/{self.namespace}/pods", self.pod(name, scheduler_name, **options)))
+        return dict(
+            self.cp.post(
+                f"/api/v1/namespaces/{self.namespace}/pods", self.pod(name, scheduler_name, **options)
+            )
+        )
 
     def create_pods(self, bodies: list[dict[str, Any]], concurrency: int = 16) -> float:
         """Create many pods concurrently; returns the seconds it took."""
-        return asyncio.run(post_all(self.cp, f"/api/v1/namespaces/{self.namespace}/pods", bodies, concurrency))
+        return asyncio.run(
+            post_all(self.cp, f"/api/v1/namespaces/{self.namespace}/pods", bodies, concurrency)
+        )
 
     def get_pod(self, name: str) -> dict[str, Any]:
         return dict(self.cp.get(f"/api/v1/namespaces/{self.namespace}/pods/{name}"))
@@ -306,6 +327,11 @@ class Scope:
     def unbound(self) -> list[str]:
         """Names of this test's pods without spec.nodeName (a field selector: cheap with many pods)."""
         path = f"/api/v1/namespaces/{self.namespace}/pods?fieldSelector=spec.nodeName%3D"
+        return [p["metadata"]["name"] for p in self.cp.get(path)["items"]]
+
+    def bound(self) -> list[str]:
+        """Names of this test's pods with spec.nodeName."""
+        path = f"/api/v1/namespaces/{self.namespace}/pods?fieldSelector=spec.nodeName%21%3D"
         return [p["metadata"]["name"] for p in self.cp.get(path)["items"]]
 
     def wait_bound(self, name: str, timeout: float = 15.0) -> dict[str, Any]:
@@ -439,13 +465,26 @@ def binding_requests(cp: ClusterHarness) -> dict[str, int]:
 
 
 def delta(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int]:
-    return {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | set(before) if after.get(k, 0) != before.get(k, 0)}
+    return {
+        k: after.get(k, 0) - before.get(k, 0)
+        for k in set(after) | set(before)
+        if after.get(k, 0) != before.get(k, 0)
+    }
 
 
-def kubectl(cp: ClusterHarness, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """The kubectl from the control-plane build, against the session's cluster."""
-    argv = [str(find_bin_dir() / "kubectl"), f"--kubeconfig={cp.kubeconfig}", *args]
+def kubectl(
+    cp: ClusterHarness,
+    *args: str,
+    input: str | None = None,
+    check: bool = True,
+    kubeconfig: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The kubectl from the control-plane build, against the session's cluster (as its admin, or as
+    ``kubeconfig`` says)."""
+    argv = [str(find_bin_dir() / "kubectl"), f"--kubeconfig={kubeconfig or cp.kubeconfig}", *args]
     result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=120, check=False)
     if check and result.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+        raise AssertionError(
+            f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
+        )
     return result

@@ -31,26 +31,35 @@ How the real run is made comparable:
   Priority admission plugin refuses a bare priority); simulate reads the same rewritten objects.
 
 Where ``simulate --explain`` shows several nodes tied for the best score, kube-scheduler may pick
-another one of them; the pod is then pinned to kube-scheduler's choice and simulate is run again, so
-later pods are compared against the same cluster state.
+another one of them (not a difference). Whenever kube-scheduler's outcome for a pod is not simulate's,
+that pod and the ones before it are frozen in kube-scheduler's outcomes (bound there, or left out) and
+simulate runs again, so every later pod is compared against the cluster state kube-scheduler saw and
+each difference is reported once.
 
 DefaultPreemption is part of our default profile (``plugins/defaults.py``), so messages are compared
-whole, ``preemption: ...`` suffix included. DynamicResources is not (yet): kube-scheduler v1.34 enables it
+whole, ``preemption: ...`` suffix included (were it not, only the part before " preemption: " would be
+compared). DynamicResources is not (yet): kube-scheduler v1.34 enables it
 by default (feature gate DynamicResourceAllocation, GA) and its PostFilter answers every pod without
 resource claims with ``Unschedulable "no new claims to deallocate"`` (``dynamicresources.go``), which
 ``RunPostFilterPlugins`` joins with DefaultPreemption's reason: "... no new claims to deallocate,
-preemption: ...". While our default profile has no DynamicResources, exactly that phrase is taken out of
-kube-scheduler's messages before comparing (``without_dra``); everything else must match verbatim.
+preemption: ...". And when an earlier PreFilter (NodeAffinity's, say) ended the cycle as
+UnschedulableAndUnresolvable, DynamicResources' PreFilter never ran, its PostFilter fails reading the
+missing cycle state (``fwk.ErrNotFound``, "not found"), ``RunPostFilterPlugins`` stops at that error
+before DefaultPreemption, and the message ends in "... not found" instead of "... preemption: ...".
+While our default profile has no DynamicResources, ``comparable`` takes out exactly these two traces of
+it (and, for the second, the preemption part it cut off); everything else must match verbatim.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import io
 import json
 import re
 import ssl
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -81,17 +90,21 @@ POD_TIMEOUT = 30.0
 SETTLE_TIMEOUT = 40.0
 POLL = 0.05
 DYNAMIC_RESOURCES = "DynamicResources"
+DEFAULT_PREEMPTION = "DefaultPreemption"
 #: DynamicResources' PostFilter reason for a pod without claims (see the module docstring)
 NO_CLAIMS = "no new claims to deallocate"
+#: its PostFilter's error when its PreFilter never ran (``fwk.ErrNotFound`` reading the cycle state)
+CYCLE_STATE_NOT_FOUND = "not found"
 
 
 # -- the control plane ---------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
+def own_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
     """A control plane of this module's own, with the upstream kube-scheduler running."""
     dev = DevCluster(tmp_path_factory.mktemp("differential-cluster"), die_with_parent=True)
+    atexit.register(dev.down)  # in case the session ends without running finalizers
     try:
         try:
             dev.up()
@@ -105,6 +118,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness
         yield harness
     finally:
         dev.down()
+        atexit.unregister(dev.down)
 
 
 def namespace(name: str) -> dict[str, Any]:
@@ -116,7 +130,7 @@ def namespace(name: str) -> dict[str, Any]:
 
 @dataclass
 class Prepared:
-    """A scenario's objects, rewritten for the shared API server; simulate reads the same ones."""
+    """A scenario's objects as both sides read them (see the module docstring), sorted by role."""
 
     objects: list[dict[str, Any]]
     nodes: list[dict[str, Any]]
@@ -125,12 +139,15 @@ class Prepared:
     pdbs: list[dict[str, Any]]
     classes: list[dict[str, Any]]
     namespaces: list[str]
-    node_names: dict[str, str]  # scenario name -> cluster name
 
 
 def prepare(scenario: dict[str, Any], prefix: str) -> Prepared:
+    """The scenario's objects with prefixed node names and PriorityClasses for bare priorities; the
+    pending pods in simulate's queue order; the budgets with the status simulate gives them."""
     objects = copy.deepcopy(scenario["objects"])
-    node_names = {o["metadata"]["name"]: prefix + o["metadata"]["name"] for o in objects if o["kind"] == "Node"}
+    node_names = {
+        o["metadata"]["name"]: prefix + o["metadata"]["name"] for o in objects if o["kind"] == "Node"
+    }
     generated: dict[tuple[int, str], str] = {}
     generated_classes: list[dict[str, Any]] = []
     for obj in objects:
@@ -174,7 +191,9 @@ def prepare(scenario: dict[str, Any], prefix: str) -> Prepared:
     allowed = {pod_key(p): p.get("status") for p in loaded.pdbs}
     for pdb in pdbs:
         pdb["status"] = allowed[pod_key(pdb)]
-    namespaces = sorted({o["metadata"]["namespace"] for o in objects if o["kind"] in ("Pod", "PodDisruptionBudget")})
+    namespaces = sorted(
+        {o["metadata"]["namespace"] for o in objects if o["kind"] in ("Pod", "PodDisruptionBudget")}
+    )
     return Prepared(
         objects=objects,
         nodes=[o for o in objects if o["kind"] == "Node"],
@@ -183,7 +202,6 @@ def prepare(scenario: dict[str, Any], prefix: str) -> Prepared:
         pdbs=pdbs,
         classes=[o for o in objects if o["kind"] == "PriorityClass"],
         namespaces=namespaces,
-        node_names=node_names,
     )
 
 
@@ -193,8 +211,6 @@ def pod_key(obj: dict[str, Any]) -> str:
 
 @contextlib.contextmanager
 def _as_file(objects: list[dict[str, Any]]) -> Iterator[Path]:
-    import tempfile
-
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "cluster.yaml"
         path.write_text(yaml.safe_dump_all(objects))
@@ -217,8 +233,14 @@ def rename_pod_nodes(spec: dict[str, Any], names: dict[str, str]) -> None:
     if selector.get(HOSTNAME) in names:
         selector[HOSTNAME] = names[selector[HOSTNAME]]
     affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
-    terms = list(((affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or [])
-    terms += [t.get("preference") or {} for t in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+    terms = list(
+        ((affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms"))
+        or []
+    )
+    terms += [
+        t.get("preference") or {}
+        for t in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+    ]
     for term in terms:
         for req in term.get("matchExpressions") or []:
             if req.get("key") == HOSTNAME:
@@ -304,7 +326,10 @@ class RealRun:
             created = self.cp.post(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", creatable(pod))
             self.uids[pod_key(pod)] = created["metadata"]["uid"]
             if pod.get("status"):
-                self.patch_status(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}", pod["status"])
+                self.patch_status(
+                    f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}",
+                    pod["status"],
+                )
         self.barrier()
 
     def patch_status(self, path: str, status: dict[str, Any]) -> None:
@@ -369,7 +394,9 @@ class RealRun:
 
     def teardown(self) -> None:
         for ns in [*self.p.namespaces, BARRIER_NS]:
-            self.cp.request("DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}, expect=(200,))
+            self.cp.request(
+                "DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}, expect=(200,)
+            )
             self.cp.request("DELETE", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", expect=(200,))
         for pc in self.p.classes:
             self.cp.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
@@ -407,9 +434,10 @@ class RealRun:
             if cond.get("status") == "False" and cond.get("message") and not preempting:
                 return
             if time.monotonic() > deadline:
+                log = self.cp.cluster.log_tail("kube-scheduler")
                 raise AssertionError(
                     f"{key}: neither bound nor reported unschedulable within {POD_TIMEOUT:.0f} s: "
-                    f"{dumps(pod['status'])}\nkube-scheduler log:\n{self.cp.cluster.log_tail('kube-scheduler')}"
+                    f"{dumps(pod['status'])}\nkube-scheduler log:\n{log}"
                 )
             time.sleep(POLL)
 
@@ -432,7 +460,10 @@ class RealRun:
             if time.monotonic() > deadline:
                 raise AssertionError(f"kube-scheduler did not settle: {last}")
             m = scheduler_metrics(self.cp)
-            queues = (m.get('scheduler_pending_pods{queue="active"}', 0), m.get('scheduler_pending_pods{queue="backoff"}', 0))
+            queues = (
+                m.get('scheduler_pending_pods{queue="active"}', 0),
+                m.get('scheduler_pending_pods{queue="backoff"}', 0),
+            )
             attempts = sum(v for k, v in m.items() if k.startswith("scheduler_schedule_attempts_total"))
             state = (*queues, attempts)
             stable = stable + 1 if state == last and queues == (0, 0) else 0
@@ -451,8 +482,9 @@ class RealRun:
         cond = scheduled_condition(pod) or {}
         if cond.get("status") == "False":
             outcome.condition, outcome.reason = cond.get("message"), cond.get("reason")
-            if outcome.reason != "SchedulingGated":
-                outcome.event = self.latest_event(key, outcome.condition)
+            # a gated pod never reaches the scheduler: it should have no FailedScheduling event
+            gated = outcome.reason == "SchedulingGated"
+            outcome.event = self.latest_event(key, None if gated else outcome.condition)
         return outcome
 
     def latest_event(self, key: str, expected: str | None) -> str | None:
@@ -466,7 +498,9 @@ class RealRun:
                 for e in self.cp.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"]
                 if e["regarding"].get("uid") == self.uids[key] and e.get("reason") == "FailedScheduling"
             ]
-            events.sort(key=lambda e: ((e.get("series") or {}).get("lastObservedTime") or e.get("eventTime") or ""))
+            events.sort(
+                key=lambda e: (e.get("series") or {}).get("lastObservedTime") or e.get("eventTime") or ""
+            )
             note = events[-1]["note"] if events else None
             if note == expected or time.monotonic() > deadline:
                 return note
@@ -496,54 +530,76 @@ def scheduler_metrics(cp: ClusterHarness) -> dict[str, float]:
 
 
 def compare(prepared: Prepared, real: RealRun) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """Differences between kube-scheduler and simulate, pod by pod in queue order; pods kube-scheduler
-    placed on another of simulate's tied best nodes are pinned there and simulate runs again."""
-    objects = prepared.objects
-    pinned: set[str] = set()
+    """Differences between kube-scheduler and simulate, pod by pod in queue order. At the first pod
+    kube-scheduler placed elsewhere (on another of simulate's tied best nodes, or not: then that is a
+    difference), that pod and every one before it are frozen in kube-scheduler's outcome (bound there,
+    or left out; their victims gone) and simulate runs again for the pods after it, so that each is
+    compared against the cluster state kube-scheduler saw and each difference is reported once."""
+    objects = copy.deepcopy(prepared.objects)
+    frozen: set[str] = set()
+    found: list[str] = []  # differences of the frozen pods
     while True:
         sim = simulate(objects)
         diffs: list[str] = []
-        repin = None
+        compared: list[str] = []
+        diverged = False
         for pod in prepared.pending:
             key = pod_key(pod)
-            if key in pinned:
+            if key in frozen:
                 continue
             got, want = real.outcomes[key], sim[key]
             diffs += compare_pod(key, got, want)
-            if got.node and want["node"] and got.node != want["node"]:
-                tied = best_nodes(want)
-                if got.node in tied and repin is None:
-                    repin = key
-                    break
-                diffs.append(
-                    f"{key}: kube-scheduler chose {got.node}, simulate's best node(s): {sorted(tied)}"
-                    f" (simulate chose {want['node']})"
-                )
-        if repin is None:
-            expected = {v for key, p in sim.items() if key not in pinned for v in p.get("victims") or ()}
-            if real.victims - expected:
-                diffs.append(f"preempted by kube-scheduler only: {sorted(real.victims - expected)}")
-            return diffs, sim
-        pinned.add(repin)
-        objects = copy.deepcopy(objects)
-        for obj in objects:
-            if obj["kind"] == "Pod" and pod_key(obj) == repin:
-                obj["spec"]["nodeName"] = real.outcomes[repin].node
+            compared.append(key)
+            if got.node != want["node"]:
+                if got.node and want["node"] and got.node not in best_nodes(want):
+                    diffs.append(
+                        f"{key}: kube-scheduler chose {got.node}, "
+                        f"simulate's best node(s): {sorted(best_nodes(want))}"
+                    )
+                diverged = True
+                break
+        if not diverged:
+            # victims that appeared while settling, not while one pod was being waited for
+            attributed = {v for outcome in real.outcomes.values() for v in outcome.victims}
+            expected = {v for key, p in sim.items() if key not in frozen for v in p.get("victims") or ()}
+            stray = real.victims - attributed - expected
+            if stray:
+                diffs.append(f"preempted by kube-scheduler only: {sorted(stray)}")
+            return found + diffs, sim
+        found += diffs
+        for key in compared:
+            frozen.add(key)
+            outcome = real.outcomes[key]
+            if outcome.node:  # bound there, as kube-scheduler did
+                pod_object(objects, key)["spec"]["nodeName"] = outcome.node
+            else:  # kube-scheduler left it pending: it holds nothing
+                objects.remove(pod_object(objects, key))
+            for victim in outcome.victims:  # gone, as kube-scheduler preempted them
+                objects.remove(pod_object(objects, victim))
 
 
-def without_dra(message: str | None) -> str | None:
-    """kube-scheduler's message minus DynamicResources' PostFilter reason, while our default profile
-    has no DynamicResources plugin (see the module docstring)."""
-    if message is None or any(name == DYNAMIC_RESOURCES for name, _ in DEFAULT_MULTI_POINT):
-        return message
-    message = message.replace(f" {NO_CLAIMS}, preemption: ", " preemption: ")
-    return message.removesuffix(f" {NO_CLAIMS}")
+def pod_object(objects: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == "Pod" and pod_key(o) == key)
+
+
+def comparable(real: str | None, ours: str | None) -> tuple[str | None, str | None]:
+    """kube-scheduler's and simulate's messages, minus what only kube-scheduler's PostFilter plugins add
+    while our default profile lacks them (see the module docstring)."""
+    if real is None or ours is None:
+        return real, ours
+    ours_has = {name for name, _ in DEFAULT_MULTI_POINT}
+    if DYNAMIC_RESOURCES not in ours_has:
+        real = real.replace(f" {NO_CLAIMS}, preemption: ", " preemption: ").removesuffix(f" {NO_CLAIMS}")
+        if real.endswith(f". {CYCLE_STATE_NOT_FOUND}"):
+            real = real.removesuffix(f" {CYCLE_STATE_NOT_FOUND}")
+            ours = ours.split(" preemption: ")[0]
+    if DEFAULT_PREEMPTION not in ours_has:
+        real = real.split(" preemption: ")[0]
+    return real, ours
 
 
 def compare_pod(key: str, got: Outcome, want: dict[str, Any]) -> list[str]:
     diffs = []
-    got = copy.copy(got)
-    got.condition, got.event = without_dra(got.condition), without_dra(got.event)
     if bool(got.node) != bool(want["node"]):
         diffs.append(
             f"{key}: kube-scheduler: {got.node or 'unschedulable: ' + repr(got.condition)}; "
@@ -552,35 +608,49 @@ def compare_pod(key: str, got: Outcome, want: dict[str, Any]) -> list[str]:
         return diffs
     if not got.node:
         gated = want["message"] == GATED_MESSAGE
-        if got.condition != want["message"]:
-            diffs.append(f"{key}: PodScheduled message\n  kube-scheduler: {got.condition}\n  simulate:       {want['message']}")
-        if not gated and got.event != want["message"]:
-            diffs.append(f"{key}: FailedScheduling event\n  kube-scheduler: {got.event}\n  simulate:       {want['message']}")
-        if gated and got.reason != "SchedulingGated":
-            diffs.append(f"{key}: PodScheduled reason {got.reason}, simulate: gated")
-    if sorted(got.victims) != sorted(want.get("victims") or []):
-        diffs.append(f"{key}: victims: kube-scheduler {sorted(got.victims)}, simulate {sorted(want.get('victims') or [])}")
+        condition, ours = comparable(got.condition, want["message"])
+        if condition != ours:
+            diffs.append(
+                f"{key}: PodScheduled message\n  kube-scheduler: {condition}\n  simulate:       {ours}"
+            )
+        event, ours = comparable(got.event, want["message"])
+        if not gated and event != ours:
+            diffs.append(
+                f"{key}: FailedScheduling event\n  kube-scheduler: {event}\n  simulate:       {ours}"
+            )
+        if gated and (got.reason != "SchedulingGated" or got.event is not None):
+            diffs.append(f"{key}: PodScheduled reason {got.reason}, event {got.event!r}; simulate: gated")
+    victims = sorted(want.get("victims") or [])
+    if sorted(got.victims) != victims:
+        diffs.append(f"{key}: victims: kube-scheduler {sorted(got.victims)}, simulate {victims}")
     return diffs
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_kube_scheduler_agrees(cluster: ClusterHarness, path: Path) -> None:
+def test_kube_scheduler_agrees(own_control_plane: ClusterHarness, path: Path) -> None:
     scenario = yaml.safe_load(path.read_text())
     if scenario.get("profile"):
         pytest.skip("a scenario with its own profile needs a matching KubeSchedulerConfiguration")
     prefix = f"s{SCENARIOS.index(path):02d}-"
     prepared = prepare(scenario, prefix)
-    real = RealRun(cluster, prepared)
+    real = RealRun(own_control_plane, prepared)
     try:
         real.setup()
         real.run()
     finally:
         real.teardown()
     diffs, sim = compare(prepared, real)
-    report = "\n".join(
-        f"  {pod_key(p)}: kube-scheduler {real.outcomes[pod_key(p)]}\n"
-        f"  {' ' * len(pod_key(p))}  simulate       node={sim.get(pod_key(p), {}).get('node')} "
-        f"message={sim.get(pod_key(p), {}).get('message')!r}"
-        for p in prepared.pending
+    lines = []
+    for pod in prepared.pending:
+        key = pod_key(pod)
+        ours = sim.get(key)
+        lines.append(f"  {key}\n    kube-scheduler: {real.outcomes[key]}")
+        lines.append(
+            f"    simulate:       node={ours['node']} message={ours['message']!r}"
+            if ours
+            else "    simulate:       (frozen in kube-scheduler's outcome, see above)"
+        )
+    report = "\n".join(lines)
+    assert not diffs, (
+        f"{path.name}: kube-scheduler and simulate differ:\n" + "\n".join(diffs) + f"\n\n{report}"
     )
-    assert not diffs, f"{path.name}: kube-scheduler and simulate differ:\n" + "\n".join(diffs) + f"\n\n{report}"

@@ -3,7 +3,7 @@ kube-scheduler does, as a user sees it with kubectl: pods bound with ``PodSchedu
 ``Scheduled`` event; a pod that fits nowhere has kube-scheduler's ``FailedScheduling`` message in its
 event and its ``PodScheduled=False`` condition; a node added makes a pending pod schedulable at once.
 Also what a Deployment relies on: the liveness and metrics endpoints answer, and SIGTERM stops the
-operator cleanly, handing the lease back."""
+operator cleanly, handing the lease back; and ``--leader-elect false`` schedules without a Lease."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import time
 import urllib.request
 
 import pytest
+from operator_harness import Operators, Scope, condition, lease, wait_until
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps
-from operator_harness import Operators, Scope, condition, lease, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +46,8 @@ def test_pods_are_bound_with_scheduled_events(
         assert event["type"] == "Normal", dumps(event)
         assert event["message"] == f"Successfully assigned {scope.namespace}/{name} to {node}", dumps(event)
         assert event["involvedObject"]["uid"] == pod["metadata"]["uid"]
-        assert (event["reportingComponent"], event["reportingInstance"]) == ("kopf-scheduler", "op"), dumps(event)
+        reporter = (event["reportingComponent"], event["reportingInstance"])
+        assert reporter == ("kopf-scheduler", "op"), dumps(event)  # instance: POD_NAME
     assert len(scope.events("Scheduled")) == len(names)
     assert not scope.events("FailedScheduling")
 
@@ -69,7 +70,10 @@ def test_pods_are_bound_with_scheduled_events(
     started = time.monotonic()
     assert operator.terminate() == 0, operator.tail()
     assert time.monotonic() - started < 10
-    assert lease(control_plane, scope.namespace)["spec"]["holderIdentity"] == "", dumps(lease(control_plane, scope.namespace))
+    spec = lease(control_plane, scope.namespace)["spec"]
+    assert spec["holderIdentity"] == "", dumps(spec)
+    log = operator.log()
+    assert "released lease" in log and "lost the lease" not in log, operator.tail()
     assert not operator.problems(), operator.problems()
 
 
@@ -146,4 +150,18 @@ def test_node_added_makes_pending_pod_schedulable(
     # the node's arrival moves the pod out of the unschedulable pool (then at most its 1 s backoff)
     assert took < 3.0, f"bound {took:.1f} s after the node was added"
     scope.wait_event("Scheduled", "waiting")
+    assert not operator.problems(), operator.problems()
+
+
+def test_without_leader_election_it_schedules_at_once(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    [node] = scope.nodes(1)
+    operator = operators.start("op", lease_namespace=scope.namespace, leader_elect=False)
+    operator.wait_leading()
+    scope.create_pod("web")
+    assert scope.wait_bound("web")["spec"]["nodeName"] == node
+    assert lease(control_plane, scope.namespace) == {}  # no Lease taken
+    assert "leader election" not in operator.log(), operator.tail()
+    assert operator.terminate() == 0, operator.tail()
     assert not operator.problems(), operator.problems()

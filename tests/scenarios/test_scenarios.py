@@ -1,6 +1,8 @@
 """Scenario files (cluster objects + expected placements and FailedScheduling messages) run through
 `kopf-scheduler simulate`. The same files feed the differential test against the real kube-scheduler
-(tests/e2e), so every expectation here is what kube-scheduler does too.
+(tests/e2e/test_differential_scenarios.py), so every expectation here is what kube-scheduler does too,
+but for the traces its DynamicResources plugin leaves in messages, which our default profile has no
+counterpart for (that test's docstring says which).
 
 File format (``tests/scenarios/*.yaml``)::
 

@@ -1,6 +1,7 @@
 """The SchedulingProfile model: parsing, schema validation and kube-scheduler's plugin-set merge rules.
 
-A profile's ``spec`` mirrors one profile of a ``KubeSchedulerConfiguration``. ``parse_profile`` validates
+A profile's ``spec`` mirrors one profile of a ``KubeSchedulerConfiguration`` (plus the extenders, which
+kube-scheduler configures once for all its profiles). ``parse_profile`` validates
 it against ``schema.SPEC_SCHEMA`` and returns a ``ProfileSpec``; ``merge_plugins`` lays it over the
 default plugin set exactly as upstream's ``mergePluginSet`` does. Plugin existence, plugin arguments and
 framework invariants are checked when the runtime builds the profile, with the same field paths.
@@ -15,6 +16,7 @@ from typing import Any
 import jsonschema
 
 from kopf_scheduler.api.errors import ProfileError, join_path
+from kopf_scheduler.api.extenders import ExtenderSpec, parse_extenders
 from kopf_scheduler.api.schema import GROUP, KIND, PLUGIN_SET_FIELDS, SPEC_SCHEMA
 
 _VALIDATOR = jsonschema.Draft202012Validator(SPEC_SCHEMA)
@@ -50,6 +52,8 @@ class ProfileSpec:
     #: the profile object's name and generation, when it came from a SchedulingProfile resource.
     name: str = ""
     generation: int | None = None
+    #: scheduler extenders, in configuration order (``api/extenders.py``)
+    extenders: list[ExtenderSpec] = field(default_factory=list)
 
     def plugin_set(self, point: str) -> PluginSet:
         return self.plugins.get(point) or PluginSet()
@@ -123,6 +127,7 @@ def parse_profile(obj: Mapping[str, Any]) -> ProfileSpec:
         if entry["name"] in config:
             raise ProfileError(join_path(path, "name"), f"duplicate entry for plugin {entry['name']!r}")
         config[entry["name"]] = (dict(entry.get("args") or {}), join_path(path, "args"))
+    extenders = parse_extenders(spec.get("extenders"))
     return ProfileSpec(
         scheduler_name=spec["schedulerName"],
         percentage_of_nodes_to_score=spec.get("percentageOfNodesToScore"),
@@ -130,6 +135,7 @@ def parse_profile(obj: Mapping[str, Any]) -> ProfileSpec:
         plugin_config=config,
         name=name,
         generation=generation,
+        extenders=extenders,
     )
 
 

@@ -62,6 +62,65 @@ _PLUGIN_SET = {
     },
 }
 
+_STRING = {"type": "string"}
+_BOOLEAN = {"type": "boolean"}
+_PEM_DATA = {"type": "string", "format": "byte", "description": "PEM data, base64-encoded."}
+
+#: kube-scheduler's ``Extender`` (``kubescheduler.config.k8s.io/v1``); see ``api/extenders.py``.
+_EXTENDER = {
+    "type": "object",
+    "description": "A scheduler extender: an HTTP service consulted at filter, prioritize, preempt and bind.",
+    "required": ["urlPrefix"],
+    "additionalProperties": False,
+    "properties": {
+        "urlPrefix": {
+            "type": "string",
+            "minLength": 1,
+            "description": "The extender's base URL; each verb is appended to it.",
+        },
+        "filterVerb": _STRING,
+        "preemptVerb": _STRING,
+        "prioritizeVerb": _STRING,
+        "bindVerb": _STRING,
+        "weight": {
+            "type": "integer",
+            "description": "Multiplies the extender's 0-10 node scores (after scaling them to 0-100); "
+            "must be > 0 when prioritizeVerb is set.",
+        },
+        "enableHTTPS": _BOOLEAN,
+        "tlsConfig": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "insecure": _BOOLEAN,
+                "serverName": _STRING,
+                "certFile": _STRING,
+                "keyFile": _STRING,
+                "caFile": _STRING,
+                "certData": _PEM_DATA,
+                "keyData": _PEM_DATA,
+                "caData": _PEM_DATA,
+            },
+        },
+        "httpTimeout": {
+            "type": "string",
+            "description": 'Timeout of one call, a Go duration ("5s", "1m30s"); default 5s.',
+        },
+        "nodeCacheCapable": _BOOLEAN,
+        "managedResources": {
+            "type": "array",
+            "maxItems": 64,
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "additionalProperties": False,
+                "properties": {"name": _NAME, "ignoredByScheduler": _BOOLEAN},
+            },
+        },
+        "ignorable": _BOOLEAN,
+    },
+}
+
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["schedulerName"],
@@ -96,6 +155,12 @@ SPEC_SCHEMA: dict[str, Any] = {
                     "args": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
                 },
             },
+        },
+        "extenders": {
+            "type": "array",
+            "maxItems": 16,
+            "description": "Scheduler extenders, consulted in this order (ignorable ones last).",
+            "items": _EXTENDER,
         },
     },
 }

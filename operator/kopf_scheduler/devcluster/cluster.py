@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -346,8 +347,11 @@ class DevCluster:
         self._kubectl("wait", "--for=condition=Established", "--timeout=60s", *targets)
         self.timings["crds"] = time.monotonic() - started
 
-    def start_kube_scheduler(self, extra_args: list[str] | None = None) -> None:
-        """Start the upstream kube-scheduler (profile ``default-scheduler``) and wait for its /readyz."""
+    def start_kube_scheduler(
+        self, extra_args: list[str] | None = None, config: Mapping[str, Any] | None = None
+    ) -> None:
+        """Start the upstream kube-scheduler (profile ``default-scheduler``) and wait for its /readyz.
+        ``config``: top-level fields laid over its KubeSchedulerConfiguration (``extenders``, ...)."""
         if not self.running():
             raise UsageError(f"no running dev cluster in {self.state_dir}; run `up` first")
         existing = self.components.get(SCHEDULER)
@@ -355,7 +359,7 @@ class DevCluster:
             return
         port = free_port()
         config_file = self.state_dir / "kube-scheduler.yaml"
-        config_file.write_text(yaml.safe_dump(scheduler_config(self.kubeconfig), sort_keys=False))
+        config_file.write_text(yaml.safe_dump(scheduler_config(self.kubeconfig, config), sort_keys=False))
         argv = [
             str(self.bin_dir / "kube-scheduler"),
             f"--config={config_file}",
@@ -397,12 +401,14 @@ def sweep_stale_etcd_dirs(base: Path, min_age: float = 120.0) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def scheduler_config(kubeconfig_path: Path) -> dict[str, Any]:
-    """KubeSchedulerConfiguration for the upstream scheduler (``--kubeconfig`` is ignored with --config)."""
+def scheduler_config(kubeconfig_path: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """KubeSchedulerConfiguration for the upstream scheduler (``--kubeconfig`` is ignored with --config);
+    ``extra`` fields are laid over it."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig_path), "qps": 5000, "burst": 5000},
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": "default-scheduler"}],
+        **(extra or {}),
     }

@@ -60,6 +60,9 @@ class ClusterClient(Protocol):
         and never reach this method.
         """
 
+    # Optional: ``bound_by_extender(pod, node_name) -> None``. A scheduler extender with a bind verb binds
+    # pods itself; a client that has no watch to report that binding (the simulator) records it here.
+
     def clear_nominated_node_name(self, pod: PodInfo) -> None:
         """Fire-and-forget: PATCH ``pods/<name>/status`` so that ``status.nominatedNodeName`` is removed
         (a lower-priority pod nominated to the node a preemptor takes). Failures are logged, not raised."""

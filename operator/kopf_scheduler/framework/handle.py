@@ -9,6 +9,7 @@ from typing import Protocol
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
+from kopf_scheduler.framework.extenders import HTTPExtender
 from kopf_scheduler.framework.interface import SnapshotLister
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -54,6 +55,10 @@ class Handle(Protocol):
 
     def pdbs(self) -> Sequence[DisruptionBudget]:
         """The PodDisruptionBudgets of the cluster, as last seen."""
+
+    @property
+    def extenders(self) -> Sequence[HTTPExtender]:
+        """The profile's scheduler extenders, in calling order (preemption asks their preempt verb)."""
 
     # -- simulating pods on a node (preemption) --------------------------------------------------------
     def run_pre_filter_add_pod(

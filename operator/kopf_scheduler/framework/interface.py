@@ -190,6 +190,17 @@ class PostFilterPlugin(Plugin):
         """Tries to make the pod schedulable after filtering rejected every node (preemption)."""
 
 
+class AsyncPostFilter(abc.ABC):
+    """Optional form of ``post_filter`` that the runtime awaits: for a post-filter that consults scheduler
+    extenders over HTTP (preemption's preempt verb). It must give the same answer as ``post_filter`` and
+    must not suspend when the profile has no extenders (its cycle then runs without an event loop)."""
+
+    @abc.abstractmethod
+    async def post_filter_async(
+        self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status | None]: ...
+
+
 class NodeStatusMap(Protocol):
     """Filter verdicts per node name for the nodes filtering examined."""
 

@@ -13,10 +13,12 @@ Steps, as kube-scheduler v1.34 runs them:
 3. No candidate: the pod stays unschedulable; the message is a nested ``FitError`` over all nodes, where
    nodes the dry run did not try count as ``Preemption is not helpful for scheduling``, and any previous
    nomination is cleared.
-4. The best candidate (``pick_one_node_for_preemption``) is nominated. Its victims are evicted (pods
-   waiting in permit are rejected instead) and lower-priority pods nominated to that node lose their
-   nomination: ``prepare_candidate``, which the scheduler awaits outside the scheduling cycle while the
-   preemptor stays in flight, so it is not retried before the API calls are done.
+4. Extenders with a preempt verb may drop candidates or change their victims (``call_extenders``), each
+   in turn over what the one before kept; an extender that fails ends preemption with its error unless it
+   is ignorable. Then the best candidate (``pick_one_node_for_preemption``) is nominated. Its victims are
+   evicted (pods waiting in permit are rejected instead) and lower-priority pods nominated to that node
+   lose their nomination: ``prepare_candidate``, which the scheduler awaits outside the scheduling cycle
+   while the preemptor stays in flight, so it is not retried before the API calls are done.
 
 Dry runs go through the nodes one by one in a fixed order; kube-scheduler runs them in parallel, so which
 candidates it finds first may differ, never what a candidate is.
@@ -32,6 +34,8 @@ from typing import Protocol
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
+from kopf_scheduler.framework.eager import run_eagerly
+from kopf_scheduler.framework.extenders import ExtenderError
 from kopf_scheduler.framework.handle import Handle, PodNominator
 from kopf_scheduler.framework.interface import NodeStatusMap, PostFilterResult
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -162,7 +166,14 @@ class Evaluator:
         self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap, now: float
     ) -> tuple[PostFilterResult | None, Status]:
         """``(result, status)``: success with the node to nominate; unschedulable with the reason (and a
-        result clearing the nomination when no node can help); error when the dry run failed."""
+        result clearing the nomination when no node can help); error when the dry run (or an extender)
+        failed. Profiles with extenders need ``preempt_async``."""
+        return run_eagerly(self.preempt_async(state, pod, statuses, now))
+
+    async def preempt_async(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap, now: float
+    ) -> tuple[PostFilterResult | None, Status]:
+        """``preempt``, awaiting the extenders' preempt verb."""
         nominated_status = _status_of(statuses, pod.nominated_node_name) if pod.nominated_node_name else None
         eligible, reason = self.policy.pod_eligible_to_preempt_others(pod, nominated_status)
         if not eligible:
@@ -178,6 +189,12 @@ class Evaluator:
             dry_run.absent = unresolvable(NOT_HELPFUL)
             diagnosis = Diagnosis(node_statuses=dry_run, absent_status=dry_run.absent)
             return PostFilterResult(""), unschedulable(str(FitError(pod, len(all_nodes), diagnosis)))
+        candidates, status = await self.call_extenders(pod, candidates)
+        if status is not None:
+            return None, status
+        if not candidates:
+            return None, unschedulable("no candidate node for preemption")
+        self.last_candidates = candidates
         best = self.select_candidate(candidates, now)
         return (
             PostFilterResult(
@@ -235,6 +252,41 @@ class Evaluator:
                 errors.append(status.message())
             dry_run.known[node.name] = status
         return non_violating + violating, dry_run, errors
+
+    async def call_extenders(
+        self, pod: PodInfo, candidates: list[Candidate]
+    ) -> tuple[list[Candidate], Status | None]:
+        """The candidates the extenders with a preempt verb keep (upstream's ``callExtenders``): each
+        interested one answers for the candidates the previous one kept; an answer with a node and no
+        victims is an error (skipped, for an ignorable extender). An extender that fails ends preemption
+        with its error, unless it is ignorable."""
+        extenders = [e for e in getattr(self.handle, "extenders", ()) if e.supports_preemption]
+        if not extenders:
+            return candidates, None
+        victims: dict[str, tuple[list[PodInfo], int]] = {
+            c.name: (list(c.victims), c.num_pdb_violations) for c in candidates
+        }
+        snapshot = self.handle.snapshot()
+        for extender in extenders:
+            if not extender.is_interested(pod):
+                continue
+            try:
+                answer = await extender.process_preemption(pod, victims, snapshot)
+            except ExtenderError as e:
+                if extender.is_ignorable:
+                    continue
+                return [], error(str(e), cause=e)
+            kept: dict[str, tuple[list[PodInfo], int]] = {}
+            for node_name, entry in answer.items():
+                if entry is None or not entry[0]:
+                    if extender.is_ignorable:
+                        continue
+                    return [], error(f'expected at least one victim pod on node "{node_name}"')
+                kept[node_name] = entry
+            victims = kept
+            if not victims:
+                break
+        return [Candidate(name, pods, violations) for name, (pods, violations) in victims.items()], None
 
     def select_candidate(self, candidates: Sequence[Candidate], now: float) -> Candidate:
         if len(candidates) == 1:

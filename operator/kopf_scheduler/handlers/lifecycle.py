@@ -16,6 +16,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
     settings.posting.level = logging.WARNING
     # One line per watch event ("Handler 'pod_event' succeeded") is noise at thousands of pods per second.
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    # The watched kinds are fixed and found by the start-up scan; watching CRDs for new ones needs a
+    # permission deploy/rbac.yaml does not grant (Kopf would log 403 errors for a minute, then give up).
+    settings.scanning.disabled = True
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     service = SchedulerService(memo.get("config") or ServiceConfig.from_env())

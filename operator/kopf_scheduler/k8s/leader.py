@@ -208,8 +208,12 @@ class LeaderElector:
                 remaining = deadline - self.clock.now()
                 if remaining <= 0:
                     return
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+                # arrives as the renewal completes, and this loop would then renew forever after
+                # ``run`` was cancelled (a SIGTERM'd operator hanging on to the lease)
                 try:
-                    renewed = await asyncio.wait_for(self._try_acquire_or_renew(), remaining)
+                    async with asyncio.timeout(remaining):
+                        renewed = await self._try_acquire_or_renew()
                 except TimeoutError:
                     renewed = False
                 if renewed:
@@ -315,10 +319,10 @@ class LeaderElector:
             "leaseTransitions": self._spec().get("leaseTransitions") or 0,
         }
         try:
-            response = await asyncio.wait_for(
-                self.rest.request("PUT", self.lease_path, self._lease_body(spec, self._observed)),
-                self.config.renew_deadline,
-            )
+            async with asyncio.timeout(self.config.renew_deadline):  # see _renew_loop
+                response = await self.rest.request(
+                    "PUT", self.lease_path, self._lease_body(spec, self._observed)
+                )
         except TimeoutError:
             logger.warning("leader election: releasing %s timed out", self.lease_path)
             return

@@ -1,8 +1,8 @@
 """The default plugin set, laid out as kube-scheduler's ``getDefaultPlugins``: everything through
 ``multiPoint``, in run order, with upstream's score weights.
 
-Volume and DRA plugins are absent (no volumes or resource claims here); the rest of upstream's default
-profile joins this list as its plugins are implemented.
+The volume plugins are absent: this scheduler does not place pods with persistent volumes. DynamicResources
+is present as upstream's default profile has it, without claim allocation (see its module).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ DEFAULT_MULTI_POINT: list[tuple[str, int]] = [
     (names.NODE_RESOURCES_FIT, 1),
     (names.POD_TOPOLOGY_SPREAD, 2),
     (names.INTER_POD_AFFINITY, 2),
+    (names.DYNAMIC_RESOURCES, 0),
     (names.DEFAULT_PREEMPTION, 0),
     (names.NODE_RESOURCES_BALANCED_ALLOCATION, 1),
     (names.IMAGE_LOCALITY, 1),

@@ -17,6 +17,7 @@ IN_TREE: dict[str, str] = {
     names.POD_TOPOLOGY_SPREAD: "kopf_scheduler.plugins.pod_topology_spread",
     names.INTER_POD_AFFINITY: "kopf_scheduler.plugins.inter_pod_affinity",
     names.DEFAULT_PREEMPTION: "kopf_scheduler.plugins.default_preemption",
+    names.DYNAMIC_RESOURCES: "kopf_scheduler.plugins.dynamic_resources",
     names.NODE_RESOURCES_BALANCED_ALLOCATION: "kopf_scheduler.plugins.node_resources_balanced_allocation",
     names.IMAGE_LOCALITY: "kopf_scheduler.plugins.image_locality",
     names.DEFAULT_BINDER: "kopf_scheduler.plugins.default_binder",

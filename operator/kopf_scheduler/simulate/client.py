@@ -1,5 +1,6 @@
 """The in-memory cluster ``simulate`` schedules against: a binder that records the binding and echoes
-the bound pod back into the scheduler the way a watch would, an evictor that deletes preemption victims at
+the bound pod back into the scheduler the way a watch would (also for a binding a scheduler extender
+made, which a real cluster's watch would report), an evictor that deletes preemption victims at
 once (as pods with no grace period go) and tells the scheduler, and a recorder of events and of
 ``status.nominatedNodeName``, whose changes are echoed back too."""
 
@@ -45,6 +46,15 @@ class SimulatedCluster:
             raise APIError(404, f'pods "{pod.name}" not found')
         if (old.get("spec") or {}).get("nodeName"):
             raise APIError(409, f'pod {pod.name} is already assigned to node "{old["spec"]["nodeName"]}"')
+        self._apply_binding(pod, old, node_name)
+
+    def bound_by_extender(self, pod: PodInfo, node_name: str) -> None:
+        """A scheduler extender bound the pod (in its own cluster): take it as bound here too."""
+        old = self.pods.get(pod.uid)
+        if old is not None and not (old.get("spec") or {}).get("nodeName"):
+            self._apply_binding(pod, old, node_name)
+
+    def _apply_binding(self, pod: PodInfo, old: dict[str, Any], node_name: str) -> None:
         new = copy.copy(old)
         new["spec"] = dict(old.get("spec") or {}, nodeName=node_name)
         self.pods[pod.uid] = new

@@ -85,7 +85,9 @@ def _table(doc: dict[str, Any], explain: bool) -> str:
             for name, node in pod["nodes"].items():
                 verdict = node["filter"]
                 if verdict is not None:
-                    lines.append(f"  {name}: filtered out by {verdict['plugin']}: {verdict['reason']}")
+                    # a filter extender's verdict names no plugin (as upstream)
+                    by = f" by {verdict['plugin']}" if verdict["plugin"] else ""
+                    lines.append(f"  {name}: filtered out{by}: {verdict['reason']}")
                 elif node.get("examined") is False:
                     lines.append(f"  {name}: not examined")
                 else:

@@ -90,7 +90,7 @@ async def simulate(
         qp = sched.queue.pop_nowait()
         if qp is not None:
             attempts += 1
-            sched.schedule_one(qp)
+            await sched.schedule_one_async(qp)
             if sched.in_flight_bindings() >= 256:
                 await sched.wait_for_bindings()
             continue
@@ -104,6 +104,7 @@ async def simulate(
         clock.set(wakeup)
         sched.queue.flush_due()
     await sched.wait_for_bindings()
+    await sched.close_extenders()
     elapsed = time.perf_counter() - started
     gated = {
         p["metadata"]["uid"]

@@ -115,3 +115,40 @@ async def test_bound_pod_confirms_the_assumed_one() -> None:
     scheduler.update_pod(pod, bound)
     assert not scheduler.cache.is_assumed(uid)
     assert scheduler.cache.get_pod(uid) is not None
+
+
+async def test_a_failing_cycle_costs_one_attempt_not_the_loop() -> None:
+    import asyncio
+
+    scheduler, client = _scheduler()
+    framework = scheduler.profiles["kopf-scheduler"]
+    broken = framework.pre_filter[0]
+
+    calls = 0
+
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        raise AssertionError("a plugin bug")
+
+    original = framework.run_pre_filter
+    framework.run_pre_filter = explode  # type: ignore[method-assign]
+    scheduler.add_pod(make_pod().name("victim").scheduler_name("kopf-scheduler").obj())
+    loop = asyncio.create_task(scheduler.run())
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if client.failures:
+            break
+    assert client.failures and client.failures[0][:2] == ("default/victim", "SchedulerError")
+    assert "a plugin bug" in client.failures[0][2]
+    framework.run_pre_filter = original  # type: ignore[method-assign]
+    scheduler.add_pod(make_pod().name("next").scheduler_name("kopf-scheduler").obj())
+    for _ in range(50):
+        await asyncio.sleep(0)
+        if client.bound:
+            break
+    assert ("default/next", "n1") in client.bound
+    assert not loop.done()
+    scheduler.close()
+    await loop
+    assert broken is not None and calls == 1

@@ -11,6 +11,7 @@ from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.diagnosis import FitError
+from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.interface import PostFilterResult
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.framework import Framework
@@ -88,7 +89,7 @@ class Harness:
         self.refresh()
         state = CycleState()
         try:
-            schedule_pod(self.sched, self.framework, state, pod)
+            run_eagerly(schedule_pod(self.sched, self.framework, state, pod))
         except FitError as e:
             return state, e
         raise AssertionError(f"{pod.key} fits somewhere")

@@ -67,7 +67,9 @@ def test_profile_args_reach_the_plugin_and_bad_ones_name_the_field() -> None:
     plugin = framework.plugins["DefaultPreemption"]
     assert isinstance(plugin, DefaultPreemption)
     assert plugin.args == Args(10, 7)
-    assert framework.post_filter == [plugin]
+    # upstream's order: DynamicResources' post-filter runs before preemption
+    assert [p.name for p in framework.post_filter] == ["DynamicResources", "DefaultPreemption"]
+    assert framework.post_filter[-1] is plugin
     bad = {"DefaultPreemption": ({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}, "args")}
     with pytest.raises(ProfileError) as caught:
         sched.build_profile(ProfileSpec(PROFILE, plugin_config=bad))

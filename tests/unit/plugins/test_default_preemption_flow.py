@@ -140,7 +140,8 @@ async def test_no_candidate_clears_a_stale_nomination() -> None:
     outcome = harness.cluster.outcomes["p"]
     assert outcome.nominated_node is None
     assert outcome.message == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "no new claims to deallocate, preemption: 0/1 nodes are available: "
         "1 No preemption victims found for incoming pod."
     )
     assert "nominatedNodeName" not in harness.cluster.pods["p"].get("status", {})

@@ -4,7 +4,8 @@ Steps: merge the profile's plugin sets over the defaults; instantiate only plugi
 uses, each with its validated ``Args``; fill each extension point from its own ``enabled`` list; expand
 ``multiPoint`` into every point the plugin implements (specific settings win, see
 ``expandMultiPointPlugins`` upstream); derive score weights (0 means 1); check the invariants (one queue
-sort plugin, at least one bind plugin). Every error is a ``ProfileError`` naming the field.
+sort plugin, at least one bind plugin); build the profile's scheduler extenders. Every error is a
+``ProfileError`` naming the field.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kopf_scheduler.api.schema import EXTENSION_POINTS
 from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
+from kopf_scheduler.framework.extenders import ExtenderTransport, TLSError, build_extenders
 from kopf_scheduler.framework.handle import PodNominator
 from kopf_scheduler.framework.interface import EXTENSION_POINTS as POINT_TYPES
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, MAX_TOTAL_SCORE, Plugin
@@ -52,7 +54,9 @@ def build_framework(
     clock: Clock | None = None,
     nominator: PodNominator | None = None,
     waiting_pods: WaitingPods | None = None,
+    extender_transport: ExtenderTransport | None = None,
 ) -> Framework:
+    """``extender_transport``: the HTTP client the profile's extenders share (a new one when None)."""
     plugin_sets = merge_plugins(defaults, spec.plugins)
     handle = _PendingHandle(spec.scheduler_name, client)
 
@@ -120,6 +124,10 @@ def build_framework(
         )
 
     weights = _score_weights(points["score"], plugin_sets)
+    try:
+        extenders = build_extenders(spec.extenders, extender_transport or ExtenderTransport())
+    except TLSError as e:
+        raise ProfileError(e.field, str(e)) from None
     framework = Framework(
         profile_name=spec.scheduler_name,
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
@@ -141,6 +149,7 @@ def build_framework(
         clock=clock or RealClock(),
         waiting_pods=waiting_pods or WaitingPods(),
         generation=spec.generation,
+        extenders=extenders,
     )
     if nominator is not None:
         framework.nominator = nominator

@@ -20,11 +20,15 @@ from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget, DisruptionBudgets
-from kopf_scheduler.framework.events import ClusterEvent, HintFn
+from kopf_scheduler.framework.eager import run_eagerly
+from kopf_scheduler.framework.events import Action, ClusterEvent, HintFn, Resource
+from kopf_scheduler.framework.extenders import HTTPExtender
+from kopf_scheduler.framework.extenders.scheduling import EXTENDER_NAME, extenders_binding
 from kopf_scheduler.framework.handle import PodNominator
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
+    AsyncPostFilter,
     BindPlugin,
     EnqueueExtensions,
     FilterPlugin,
@@ -103,6 +107,11 @@ class NodeStatuses:
         self._resolve()
         return self.known.get(name)
 
+    def set(self, name: str, status: Status) -> None:
+        """Records (or replaces) a node's verdict: a filter extender's rejection."""
+        self._resolve()
+        self.known[name] = status
+
     def items(self) -> Iterator[tuple[str, Status]]:
         self._resolve()
         return iter(list(self.known.items()))
@@ -160,6 +169,8 @@ class Framework:
     rng: random.Random = field(default_factory=random.Random)
     #: the cluster's PodDisruptionBudgets (the scheduler's store, shared by its profiles)
     disruption_budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
+    #: scheduler extenders, in calling order (``framework.extenders``); with any, the cycle awaits I/O
+    extenders: list[HTTPExtender] = field(default_factory=list)
 
     # -- Handle ----------------------------------------------------------------------------------------
     def snapshot(self) -> SnapshotLister:
@@ -187,6 +198,8 @@ class Framework:
             if isinstance(plugin, EnqueueExtensions):
                 for item in plugin.events_to_register():
                     out.append((name, item.event, item.hint))
+        if self.extenders:  # extenders say nothing of what helps: any event may (upstream's default)
+            out.append((EXTENDER_NAME, ClusterEvent(Resource.WILDCARD, Action.all(), "ExtenderAny"), None))
         return out
 
     # -- pre-filter and filter -------------------------------------------------------------------------
@@ -361,14 +374,24 @@ class Framework:
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
     ) -> tuple[PostFilterResult | None, Status]:
-        """Runs post-filter plugins until one makes the pod schedulable; returns the joined messages."""
+        """Runs post-filter plugins until one makes the pod schedulable; returns the joined messages.
+        Profiles with extenders need ``run_post_filter_async``."""
+        return run_eagerly(self.run_post_filter_async(state, pod, node_statuses))
+
+    async def run_post_filter_async(
+        self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status]:
+        """``run_post_filter``, awaiting the plugins' async forms (``AsyncPostFilter``)."""
         messages: list[str] = []
         rejector = ""
         # the last result a rejecting plugin returned (preemption clearing a stale nomination)
         kept: PostFilterResult | None = None
         for plugin in self.post_filter:
             try:
-                result, status = plugin.post_filter(state, pod, node_statuses)
+                if isinstance(plugin, AsyncPostFilter):
+                    result, status = await plugin.post_filter_async(state, pod, node_statuses)
+                else:
+                    result, status = plugin.post_filter(state, pod, node_statuses)
             except Exception as e:
                 return None, _call_error(plugin, "PostFilter", e)
             if status is None or status.is_success:
@@ -505,6 +528,16 @@ class Framework:
         return None
 
     async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """An interested bind extender binds the pod instead of the bind plugins (kube-scheduler's
+        precedence); else the first bind plugin that does not skip."""
+        if self.extenders:
+            bound, status = await extenders_binding(self.extenders, pod, node_name)
+            if bound:
+                if status is None:
+                    observe = getattr(self.client, "bound_by_extender", None)
+                    if observe is not None:
+                        observe(pod, node_name)
+                return status
         for plugin in self.bind:
             try:
                 status = await plugin.bind(state, pod, node_name)

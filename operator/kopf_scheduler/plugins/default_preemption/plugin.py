@@ -17,7 +17,12 @@ from typing import Any
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.handle import Handle
-from kopf_scheduler.framework.interface import NodeStatusMap, PostFilterPlugin, PostFilterResult
+from kopf_scheduler.framework.interface import (
+    AsyncPostFilter,
+    NodeStatusMap,
+    PostFilterPlugin,
+    PostFilterResult,
+)
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.preemption import Evaluator
@@ -38,7 +43,7 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 PREEMPT_NEVER = "Never"
 
 
-class DefaultPreemption(PostFilterPlugin):
+class DefaultPreemption(PostFilterPlugin, AsyncPostFilter):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle, wall: Callable[[], float] = time.time) -> None:
@@ -52,10 +57,14 @@ class DefaultPreemption(PostFilterPlugin):
         self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
     ) -> tuple[PostFilterResult | None, Status | None]:
         result, status = self.evaluator.preempt(state, pod, node_statuses, self.wall())
-        message = status.message()
-        if message:
-            return result, Status(status.code, (MESSAGE_PREFIX + message,), NAME, status.cause)
-        return result, status
+        return result, _prefixed(status)
+
+    async def post_filter_async(
+        self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """``post_filter`` for profiles with extenders: their preempt verb may prune the candidates."""
+        result, status = await self.evaluator.preempt_async(state, pod, node_statuses, self.wall())
+        return result, _prefixed(status)
 
     # -- the policy the generic evaluator asks for -----------------------------------------------------
     def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
@@ -84,6 +93,14 @@ class DefaultPreemption(PostFilterPlugin):
         self, state: CycleState, pod: PodInfo, node: NodeInfo, pdbs: Sequence[DisruptionBudget], now: float
     ) -> tuple[list[PodInfo], int, Status | None]:
         return select_victims_on_node(self.handle, state, pod, node, pdbs, now)
+
+
+def _prefixed(status: Status) -> Status:
+    """Every message of this plugin starts with ``preemption: ``."""
+    message = status.message()
+    if message:
+        return Status(status.code, (MESSAGE_PREFIX + message,), NAME, status.cause)
+    return status
 
 
 def new(args: Args, handle: Any) -> DefaultPreemption:

@@ -1,0 +1,285 @@
+"""``bench/RESULTS.md`` and its chart, generated from every ``results/*.json``.
+
+For each (mode, workload, size, scheduler) the newest results file that has it wins; when that file
+holds several repeats, the table shows the median of the complete ones. A run that did not bind every
+pod is shown as INCOMPLETE with how many were bound, never averaged in. Runs with a profiler attached
+(``--profile``) are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.schedulers import ALL, KOPF_SCHEDULER, KUBE_SCHEDULER, RAW_BINDER
+from bench.workloads import WORKLOADS
+
+CHART = "throughput.png"
+NUMERIC = (
+    "throughput_avg", "throughput_p50", "throughput_p90", "throughput_p99", "throughput_overall",
+    "latency_p50_s", "latency_p90_s", "latency_p99_s", "cpu_seconds", "cpu_ms_per_pod", "peak_rss_bytes",
+    "api_requests_per_pod", "api_writes_per_pod", "api_writes_per_pod_without_events",
+    "api_event_writes_per_pod", "startup_seconds", "foreign_cpu_seconds", "apiserver_cpu_seconds",
+)  # fmt: skip
+
+
+def load(results_dir: Path) -> tuple[dict[tuple[str, str, str, str], dict[str, Any]], list[dict[str, Any]]]:
+    """The row per (mode, workload, size, scheduler) and the documents it came from (oldest first)."""
+    documents = []
+    for path in sorted(results_dir.glob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("runs"), list):
+            doc["_file"] = path.name
+            documents.append(doc)
+    rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for doc in documents:  # later files replace earlier ones
+        grouped: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
+        for run in doc["runs"]:
+            if run.get("profile"):
+                continue  # a profiler was attached: not comparable
+            mode = run.get("mode", "throughput")
+            if mode == "latency":
+                mode = f"latency@{run.get('rate', 0):g}"
+            grouped[(mode, run["workload"], run["size"], run["scheduler"])].append(run)
+        for key, runs in grouped.items():
+            rows[key] = combine(runs, doc)
+    return rows, documents
+
+
+def combine(runs: list[dict[str, Any]], doc: dict[str, Any]) -> dict[str, Any]:
+    complete = [r for r in runs if r.get("complete")]
+    base = dict(complete[-1] if complete else runs[-1])
+    base["repeats"] = len(runs)
+    base["complete_repeats"] = len(complete)
+    base["file"] = doc["_file"]
+    base["load"] = max((r.get("loadavg_before") or [0])[0] for r in runs)
+    if len(complete) > 1:
+        for field in NUMERIC:
+            values = [r[field] for r in complete if r.get(field) is not None]
+            if values:
+                base[field] = statistics.median(values)
+    return base
+
+
+def _num(value: Any, digits: int = 0) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _avg(row: dict[str, Any]) -> str:
+    """The sampled average, or (marked *) the overall rate of a run too short to give a sample."""
+    if row.get("throughput_avg") is not None:
+        return _num(row["throughput_avg"])
+    if row.get("throughput_overall") is not None:
+        return _num(row["throughput_overall"]) + "*"
+    return "-"
+
+
+def throughput(row: dict[str, Any] | None) -> float | None:
+    if not row or not row.get("complete"):
+        return None
+    value = row.get("throughput_avg")
+    return value if value is not None else row.get("throughput_overall")
+
+
+def _status(row: dict[str, Any]) -> str:
+    if row.get("complete"):
+        return "ok" if row["repeats"] == 1 else f"ok x{row['complete_repeats']}"
+    return f"INCOMPLETE ({row.get('bound', 0)}/{row.get('pods')} bound)"
+
+
+def _ratio(a: Any, b: Any) -> str:
+    if not a or not b:
+        return "-"
+    return f"{a / b:.2f}x"
+
+
+def throughput_table(rows: dict[tuple[str, str, str, str], dict[str, Any]], size: str) -> list[str]:
+    lines = [
+        "| workload | nodes / init / measured | scheduler | throughput avg | p50 | p90 | p99 (pods/s) "
+        "| latency p50 | p99 (s) | CPU s | peak RSS MiB | API req/pod | writes/pod (events) | status |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for name in WORKLOADS:
+        for kind in ALL:
+            row = rows.get(("throughput", name, size, kind))
+            if row is None:
+                continue
+            writes = row.get("api_writes_per_pod_without_events")
+            events = row.get("api_event_writes_per_pod")
+            lines.append(
+                f"| {name} | {row['nodes']:,} / {row['init_pods']:,} / {row['pods']:,} | {kind} "
+                f"| {_avg(row)} | {_num(row.get('throughput_p50'))} "
+                f"| {_num(row.get('throughput_p90'))} | {_num(row.get('throughput_p99'))} "
+                f"| {_num(row.get('latency_p50_s'), 2)} | {_num(row.get('latency_p99_s'), 2)} "
+                f"| {_num(row.get('cpu_seconds'), 1)} | {_num((row.get('peak_rss_bytes') or 0) / 2**20)} "
+                f"| {_num(row.get('api_requests_per_pod'), 2)} | {_num(writes, 2)} ({_num(events, 2)}) "
+                f"| {_status(row)} |"
+            )
+    return lines
+
+
+def comparison_table(rows: dict[tuple[str, str, str, str], dict[str, Any]], size: str) -> list[str]:
+    lines = [
+        "| workload | kopf / kube throughput | kopf / raw-binder ceiling | kube / ceiling "
+        "| kopf / kube p99 latency | kopf / kube peak RSS | kopf / kube CPU s |",
+        "|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    found = False
+    for name in WORKLOADS:
+        kopf = rows.get(("throughput", name, size, KOPF_SCHEDULER))
+        kube = rows.get(("throughput", name, size, KUBE_SCHEDULER))
+        raw = rows.get(("throughput", name, size, RAW_BINDER))
+        if not kopf:
+            continue
+        found = True
+
+        def get(row: dict[str, Any] | None, field: str) -> Any:
+            return row.get(field) if row and row.get("complete") else None
+
+        lines.append(
+            f"| {name} | {_ratio(throughput(kopf), throughput(kube))} "
+            f"| {_ratio(throughput(kopf), throughput(raw))} "
+            f"| {_ratio(throughput(kube), throughput(raw))} "
+            f"| {_ratio(get(kopf, 'latency_p99_s'), get(kube, 'latency_p99_s'))} "
+            f"| {_ratio(get(kopf, 'peak_rss_bytes'), get(kube, 'peak_rss_bytes'))} "
+            f"| {_ratio(get(kopf, 'cpu_seconds'), get(kube, 'cpu_seconds'))} |"
+        )
+    return lines if found else []
+
+
+def latency_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
+    keys = sorted(k for k in rows if k[0].startswith("latency@"))
+    if not keys:
+        return []
+    lines = [
+        "| mode | size | nodes | pods | scheduler | latency p50 | p90 | p99 | max (s) | CPU s | status |",
+        "|---|---|--:|--:|---|--:|--:|--:|--:|--:|---|",
+    ]
+    order = {k: i for i, k in enumerate(ALL)}
+    for key in sorted(keys, key=lambda k: (k[0], k[2], order.get(k[3], 9))):
+        row = rows[key]
+        rate = key[0].split("@", 1)[1]
+        lines.append(
+            f"| {rate} pods/s | {key[2]} | {row['nodes']:,} | {row['pods']:,} | {key[3]} "
+            f"| {_num(row.get('latency_p50_s'), 3)} | {_num(row.get('latency_p90_s'), 3)} "
+            f"| {_num(row.get('latency_p99_s'), 3)} | {_num(row.get('latency_max_s'), 3)} "
+            f"| {_num(row.get('cpu_seconds'), 1)} | {_status(row)} |"
+        )
+    return lines
+
+
+def chart(rows: dict[tuple[str, str, str, str], dict[str, Any]], output: Path) -> bool:
+    """Grouped bars per workload: kube-scheduler, kopf-scheduler, raw-binder; one panel per size."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    sizes = [s for s in ("small", "full") if any(k[0] == "throughput" and k[2] == s for k in rows)]
+    if not sizes:
+        return False
+    fig, axes = plt.subplots(len(sizes), 1, figsize=(11, 4.2 * len(sizes)), squeeze=False)
+    colors = {KUBE_SCHEDULER: "#4C72B0", KOPF_SCHEDULER: "#DD8452", RAW_BINDER: "#8C8C8C"}
+    width = 0.27
+    for ax, size in zip(axes[:, 0], sizes, strict=True):
+        names = [n for n in WORKLOADS if any(k[:3] == ("throughput", n, size) for k in rows)]
+        for j, kind in enumerate(ALL):
+            for i, name in enumerate(names):
+                row = rows.get(("throughput", name, size, kind))
+                if row is None:
+                    continue
+                value = row.get("throughput_avg") or row.get("throughput_overall") or 0
+                x = i + (j - 1) * width
+                complete = bool(row.get("complete"))
+                ax.bar(
+                    x, value, width, color=colors[kind],
+                    hatch=None if complete else "//", edgecolor=None if complete else "black",
+                )  # fmt: skip
+                text = f"{value:,.0f}" if complete else f"{value:,.0f}\n(incomplete)"
+                ax.text(x, value, text, ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, fontsize=8)
+        ax.set_ylabel("pods/s (scheduler_perf average)")
+        nodes = {rows[k]["nodes"] for k in rows if k[0] == "throughput" and k[2] == size}
+        ax.set_title(
+            f"Scheduling throughput, size {size} ({', '.join(f'{n:,}' for n in sorted(nodes))} nodes)"
+        )
+        handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in ALL]
+        ax.legend(handles, ["kube-scheduler", "kopf-scheduler", "raw binder (API ceiling)"], fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write(results_dir: Path, output: Path) -> None:
+    rows, documents = load(results_dir)
+    has_chart = chart(rows, results_dir / CHART)
+    lines = [
+        "# Benchmark results",
+        "",
+        "Generated by `python -m bench report` (also at the end of every `python -m bench run`) from",
+        "`bench/results/*.json`; do not edit by hand. How each number is measured: [README.md](README.md).",
+        "",
+    ]
+    if has_chart:
+        rel = Path(results_dir.name) / CHART if results_dir.parent == output.parent else results_dir / CHART
+        lines += [f"![throughput per workload]({rel.as_posix()})", ""]
+    for size in ("small", "full"):
+        table = throughput_table(rows, size)
+        if len(table) <= 2:
+            continue
+        lines += [f"## Throughput workloads, size {size}", "", *table, ""]
+        if any(r.get("throughput_avg") is None and r.get("throughput_overall") for r in rows.values()):
+            lines += [
+                "\\* the run was too short for a 1-second sample: bound pods / (last bind - first pod seen).",
+                "",
+            ]
+        comparison = comparison_table(rows, size)
+        if comparison:
+            lines += [f"Ratios, size {size} (complete runs only):", "", *comparison, ""]
+    latency = latency_table(rows)
+    if latency:
+        lines += ["## Latency at a fixed creation rate (SchedulingBasic shape)", "", *latency, ""]
+    if documents:
+        lines += ["## Machines and versions", ""]
+        used = sorted({row["file"] for row in rows.values()})
+        for doc in documents:
+            if doc["_file"] not in used:
+                continue
+            m, v = doc.get("machine", {}), doc.get("versions", {})
+            loads = [r.get("loadavg_before", [0])[0] for r in doc["runs"]] + [
+                r.get("loadavg_after", [0])[0] for r in doc["runs"] if r.get("loadavg_after")
+            ]
+            foreign = [
+                r["foreign_cpu_seconds"] for r in doc["runs"] if r.get("foreign_cpu_seconds") is not None
+            ]
+            etcd = (v.get("etcd") or "").split()
+            parts = [
+                f"- `{doc['_file']}`: commit `{doc.get('commit', '')[:12]}`",
+                f"{m.get('cpus')} x {m.get('cpu_model')}, {(m.get('memory_bytes') or 0) / 2**30:.0f} GiB",
+                f"Python {m.get('python')}",
+                f"{v.get('kube-scheduler', '')}, {v.get('kube-apiserver', '')}",
+                f"etcd {etcd[-1] if etcd else ''}",
+                f"kopf {v.get('kopf', '')}",
+                f"1-min load average {min(loads, default=0):.2f} to {max(loads, default=0):.2f}",
+            ]
+            if foreign:
+                parts.append(
+                    f"CPU used by other processes during a measured phase: up to {max(foreign):.1f} s"
+                )
+            lines.append("; ".join(parts))
+        lines.append("")
+    output.write_text("\n".join(lines))

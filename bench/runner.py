@@ -1,0 +1,401 @@
+"""One run = one workload at one size against one scheduler, on a fresh API server and etcd.
+
+Sequence: ``DevCluster.up()`` in a temporary state dir; namespaces, PriorityClasses, the fake nodes and
+the initial pods (created already bound); a scrape of the API server's request counter; the scheduler
+started and waited for (ready, then idle: its CPU use settles after the initial lists); the measured
+phase (``loadgen``); the scheduler's own metrics and peak RSS read; the scheduler stopped; a second
+scrape; the cluster torn down. Whatever happens (an error, a timeout, Ctrl-C), the scheduler and the
+cluster are stopped and the temporary directory is removed; a failed run keeps its scheduler log under
+``<results>/logs/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench import apimetrics, procstats, schedulers
+from bench.loadgen import Measurement, PodLoad
+from bench.sampling import summarize
+from bench.workloads import INIT_NAMESPACE, MEASURED_NAMESPACE, Workload, node_name
+from kopf_scheduler.devcluster import ApiClient, DevCluster, create_nodes
+from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, ClusterError, default_crds_dir
+
+SETTLE_WINDOW = 1.0
+#: idle = less CPU than this fraction of one core over a window, twice in a row
+SETTLE_THRESHOLD = 0.10
+SETTLE_TIMEOUT = 180.0
+
+
+@dataclass
+class RunOptions:
+    size: str
+    timeout: float
+    results_dir: Path
+    stamp: str
+    create_concurrency: int = 64
+    #: pods per second for the latency mode; None: as fast as the API server takes them
+    rate: float | None = None
+    rate_seconds: float = 30.0
+    profile: bool = False
+    profile_format: str = "flamegraph"
+    #: seconds to wait for the machine to be quiet before a run (0: measure the background only)
+    quiet_wait: float = 60.0
+    log: Callable[[str], None] = print
+
+
+def _loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+async def _post_all(api: ApiClient, path: str, bodies: list[bytes], concurrency: int) -> None:
+    errors: list[str] = []
+    connector = aiohttp.TCPConnector(limit=concurrency, ssl=api.ssl_context())
+    async with aiohttp.ClientSession(
+        base_url=api.server, connector=connector, headers=api.headers()
+    ) as session:
+        pending = iter(bodies)
+
+        async def worker() -> None:
+            for body in pending:
+                for attempt in range(5):
+                    async with session.post(path, data=body) as resp:
+                        text = await resp.text()
+                        if resp.status in (200, 201):
+                            break
+                        if resp.status not in (429, 500, 503):
+                            errors.append(f"HTTP {resp.status}: {text[:200]}")
+                            break
+                    await asyncio.sleep(0.1 * 2**attempt)
+
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(bodies))))))
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {len(bodies)} creations under {path} failed: {errors[0]}")
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+async def populate(
+    api: ApiClient, workload: Workload, nodes: int, init_pods: int, scheduler_name: str
+) -> None:
+    """Namespaces, PriorityClasses, nodes, and the initial pods bound to node ``i % nodes``."""
+    for ns in (INIT_NAMESPACE, MEASURED_NAMESPACE):
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        await _post_all(api, "/api/v1/namespaces", [_encode(body)], 1)
+    for name, value in workload.priority_classes:
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        await _post_all(api, "/apis/scheduling.k8s.io/v1/priorityclasses", [_encode(body)], 1)
+    await create_nodes(
+        api, nodes, prefix="node-", zones=workload.zones, template=workload.node_template or None
+    )
+    bodies = []
+    for i in range(init_pods):
+        pod = workload.init_pod(f"init-{i}", INIT_NAMESPACE, scheduler_name)
+        pod["spec"]["nodeName"] = node_name(i % nodes)
+        bodies.append(_encode(pod))
+    await _post_all(api, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", bodies, 64)
+
+
+def source_digest() -> str:
+    """A digest of the kopf_scheduler sources this run executes (the work tree may change between runs)."""
+    import hashlib
+
+    import kopf_scheduler
+
+    root = Path(kopf_scheduler.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def wait_quiet(max_wait: float, threshold: float = 0.5, window: float = 3.0) -> float:
+    """Waits (at most ``max_wait`` seconds) until the machine, with nothing of the benchmark running,
+    is busier than ``threshold`` cores no more; returns the last measured background load in cores.
+    Other programs on the machine (another test suite, a build) would otherwise share its 2 cores."""
+    deadline = time.monotonic() + max_wait
+    window = min(window, max(1.0, max_wait))
+    while True:
+        before = procstats.machine_busy_seconds()
+        time.sleep(window)
+        cores = (procstats.machine_busy_seconds() - before) / window
+        if cores < threshold or time.monotonic() >= deadline:
+            return round(cores, 2)
+
+
+def up(cluster: DevCluster, attempts: int = 3) -> None:
+    """``cluster.up()``, retried: ``kubectl wait`` for the CRDs now and then fails when it reads a CRD
+    before its status has any conditions."""
+    for attempt in range(1, attempts + 1):
+        try:
+            cluster.up()
+            return
+        except ClusterError:
+            cluster.down()
+            if attempt == attempts:
+                raise
+
+
+def wait_idle(pid: int, alive: Callable[[], bool]) -> float:
+    """Seconds until ``pid`` uses under SETTLE_THRESHOLD of a core for two windows in a row."""
+    started = time.monotonic()
+    quiet = 0
+    last = procstats.cpu_seconds(pid)
+    while quiet < 2 and time.monotonic() - started < SETTLE_TIMEOUT and alive():
+        time.sleep(SETTLE_WINDOW)
+        now = procstats.cpu_seconds(pid)
+        quiet = quiet + 1 if now - last < SETTLE_THRESHOLD * SETTLE_WINDOW else 0
+        last = now
+    return time.monotonic() - started
+
+
+class Profiler:
+    """``py-spy record`` attached to a pid for the measured phase (SIGINT makes it write the file)."""
+
+    def __init__(self, pid: int, output: Path, fmt: str) -> None:
+        exe = Path(sys.executable).parent / "py-spy"
+        self.argv = [
+            str(exe if exe.exists() else "py-spy"), "record", "--pid", str(pid), "--rate", "100",
+            "--nonblocking", "--format", fmt, "--output", str(output),
+        ]  # fmt: skip
+        self.output = output
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        self.popen = subprocess.Popen(
+            self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+        time.sleep(1.0)  # attached before the first pod
+        if self.popen.poll() is not None:
+            err = self.popen.stderr.read().decode(errors="replace") if self.popen.stderr else ""
+            raise RuntimeError(f"py-spy failed: {err.strip()}")
+
+    def stop(self) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGINT)
+        try:
+            self.popen.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait()
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
+    """Runs one scheduler on one workload; always returns a record (with ``error`` when it failed)."""
+    shape = workload.shape(opts.size)
+    latency_mode = opts.rate is not None
+    measured = round(opts.rate * opts.rate_seconds) if opts.rate is not None else shape.measured_pods
+    record: dict[str, Any] = {
+        "workload": workload.name,
+        "size": opts.size,
+        "mode": "latency" if latency_mode else "throughput",
+        "rate": opts.rate,
+        "scheduler": kind,
+        "upstream_shape": shape.upstream,
+        "nodes": shape.nodes,
+        "init_pods": shape.init_pods,
+        "pods": measured,
+        "complete": False,
+        "error": None,
+    }
+    record["background_cores_before"] = wait_quiet(opts.quiet_wait)
+    record["kopf_scheduler_source"] = source_digest()
+    record["loadavg_before"] = _loadavg()
+    workdir = Path(tempfile.mkdtemp(prefix="kopf-scheduler-bench-"))
+    cluster = DevCluster(workdir / "cluster", crds_dir=default_crds_dir(), die_with_parent=True)
+    sched = schedulers.make(kind, cluster, workdir)
+    record["scheduler_name"] = sched.scheduler_name
+    profiler: Profiler | None = None
+    try:
+        started = time.monotonic()
+        up(cluster)
+        api = cluster.client()
+        asyncio.run(populate(api, workload, shape.nodes, shape.init_pods, sched.scheduler_name))
+        record["setup_seconds"] = round(time.monotonic() - started, 1)
+        names = [f"pod-{i}" for i in range(measured)]
+        bodies = [_encode(workload.measured_pod(n, MEASURED_NAMESPACE, sched.scheduler_name)) for n in names]
+        before = apimetrics.parse(api.request("GET", "/metrics", timeout=60).text())
+
+        started = time.monotonic()
+        sched.start()
+        record["startup_seconds"] = round(time.monotonic() - started, 2)
+        record["settle_seconds"] = round(wait_idle(sched.pid, sched.alive), 1)
+        pid = sched.pid
+        apiserver_pid, etcd_pid = cluster.components[APISERVER].pid, cluster.components[ETCD].pid
+        if opts.profile and kind == schedulers.KOPF_SCHEDULER:
+            suffix = {"flamegraph": "svg", "raw": "txt", "speedscope": "json"}[opts.profile_format]
+            mode = f"rate{opts.rate:g}" if latency_mode else "throughput"
+            output = opts.results_dir / f"profile-{workload.name}-{opts.size}-{mode}-{opts.stamp}.{suffix}"
+            profiler = Profiler(pid, output, opts.profile_format)
+            profiler.start()
+            record["profile"] = str(output)
+
+        marks: dict[str, dict[str, float]] = {}
+
+        def mark(name: str) -> Callable[[], None]:
+            def take() -> None:
+                marks[name] = {
+                    "time": time.monotonic(),
+                    "scheduler": procstats.cpu_seconds(pid),
+                    "apiserver": procstats.cpu_seconds(apiserver_pid),
+                    "etcd": procstats.cpu_seconds(etcd_pid),
+                    # this process alone: the cluster and the scheduler are its children
+                    "harness": procstats.cpu_seconds(os.getpid(), tree=False),
+                    "machine": procstats.machine_busy_seconds(),
+                }
+
+            return take
+
+        load = PodLoad(
+            api, MEASURED_NAMESPACE, names, bodies, concurrency=opts.create_concurrency, rate=opts.rate
+        )
+        result = asyncio.run(
+            load.run(timeout=opts.timeout, alive=sched.alive, on_start=mark("start"), on_end=mark("end"))
+        )
+        if profiler is not None:
+            profiler.stop()
+        own_metrics = sched.metrics()
+        record["peak_rss_bytes"] = procstats.peak_rss_bytes(pid)
+        record["cpu_seconds_total"] = round(procstats.cpu_seconds(pid), 2)
+        sched.stop()
+        after = apimetrics.parse(api.request("GET", "/metrics", timeout=60).text())
+        requests = apimetrics.scheduler_requests(before, after, result.requests)
+        record.update(_measurement_fields(result, marks))
+        record.update({k: _round(v, 3) for k, v in apimetrics.breakdown(requests, measured).items()})
+        record["api_requests_by_kind"] = {apimetrics.label(k): n for k, n in sorted(requests.items())}
+        record["harness_requests_by_kind"] = {
+            apimetrics.label(k): n for k, n in sorted(result.requests.items())
+        }
+        record["scheduler_metrics"] = _own_metrics(own_metrics)
+        if result.outcome != "complete":
+            record["error"] = f"{result.outcome}: {result.bound} of {measured} pods bound" + (
+                f"; scheduler exit code {sched.exit_code()}; log tail:\n{sched.log_tail(15)}"
+                if result.outcome == "scheduler exited"
+                else f" after {opts.timeout:.0f} s"
+            )
+        elif result.create_errors:
+            record["error"] = f"{len(result.create_errors)} pod creations failed: {result.create_errors[0]}"
+        else:
+            record["complete"] = True
+    except Exception as e:  # a failed run is reported, not fatal for the others
+        record["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        if profiler is not None:
+            profiler.stop()
+        if not record["complete"] and sched.component is not None:
+            logs = opts.results_dir / "logs" / opts.stamp
+            logs.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                shutil.copy(sched.log_file, logs / f"{workload.name}-{opts.size}-{record['mode']}-{kind}.log")
+        try:
+            sched.stop()
+        finally:
+            cluster.down()
+            shutil.rmtree(workdir, ignore_errors=True)
+        record["loadavg_after"] = _loadavg()
+    return record
+
+
+def _measurement_fields(result: Measurement, marks: dict[str, dict[str, float]]) -> dict[str, Any]:
+    throughput = result.collector.summary()
+    latency = summarize(result.latencies())
+    start, end = marks.get("start", {}), marks.get("end", {})
+
+    def used(what: str) -> float | None:
+        return round(end[what] - start[what], 2) if what in start and what in end else None
+
+    cpu = used("scheduler")
+    ours = [used(w) for w in ("scheduler", "apiserver", "etcd", "harness")]
+    machine = used("machine")
+    foreign = round(machine - sum(x for x in ours if x), 2) if machine is not None else None
+    first_seen = min(result.first_seen.values()) if result.first_seen else None
+    return {
+        "bound": result.bound,
+        "created": result.created,
+        "throughput_avg": _round(throughput.get("avg"), 1),
+        "throughput_p50": _round(throughput.get("p50"), 1),
+        "throughput_p90": _round(throughput.get("p90"), 1),
+        "throughput_p95": _round(throughput.get("p95"), 1),
+        "throughput_p99": _round(throughput.get("p99"), 1),
+        "throughput_samples": int(throughput.get("count", 0)),
+        "throughput_overall": _round(result.overall_throughput(), 1),
+        "latency_avg_s": _round(latency.get("avg")),
+        "latency_p50_s": _round(latency.get("p50")),
+        "latency_p90_s": _round(latency.get("p90")),
+        "latency_p99_s": _round(latency.get("p99")),
+        "latency_max_s": _round(latency.get("max")),
+        "cpu_seconds": cpu,
+        "cpu_ms_per_pod": round(1000 * cpu / result.bound, 3) if cpu is not None and result.bound else None,
+        "apiserver_cpu_seconds": used("apiserver"),
+        "etcd_cpu_seconds": used("etcd"),
+        "harness_cpu_seconds": used("harness"),
+        "machine_busy_seconds": machine,
+        "foreign_cpu_seconds": foreign,
+        "measured_seconds": used("time"),
+        "create_seconds": _round(result.create_finished - result.create_started, 2)
+        if result.create_finished
+        else None,
+        "schedule_seconds": _round(result.all_bound - first_seen, 2)
+        if result.all_bound is not None and first_seen is not None
+        else None,
+        "force_deleted": result.force_deleted,
+        "throughput_progress": [
+            [round(t - result.create_started, 2), n] for t, n in result.collector.progress
+        ],
+    }
+
+
+def _own_metrics(text: str) -> dict[str, float]:
+    """What the scheduler says about itself (the same metric names in both schedulers)."""
+    if not text:
+        return {}
+    out = {
+        "schedule_attempts_scheduled": apimetrics.metric_sum(
+            text, "scheduler_schedule_attempts_total", {"result": "scheduled"}
+        ),
+        "schedule_attempts_unschedulable": apimetrics.metric_sum(
+            text, "scheduler_schedule_attempts_total", {"result": "unschedulable"}
+        ),
+        "schedule_attempts_error": apimetrics.metric_sum(
+            text, "scheduler_schedule_attempts_total", {"result": "error"}
+        ),
+        "attempt_duration_seconds_sum": apimetrics.metric_sum(
+            text, "scheduler_scheduling_attempt_duration_seconds_sum"
+        ),
+        "attempt_duration_count": apimetrics.metric_sum(
+            text, "scheduler_scheduling_attempt_duration_seconds_count"
+        ),
+    }
+    client = apimetrics.client_requests(text)
+    if client:
+        out["client_requests_by_method"] = client  # type: ignore[assignment]
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}

@@ -1,0 +1,203 @@
+"""The workloads, shaped like upstream scheduler_perf's (``test/integration/scheduler_perf/*/
+performance-config.yaml`` and ``templates/``), at two sizes.
+
+Every workload: fake nodes (4 CPU, 32 Gi, 110 pods, ``kubernetes.io/hostname`` and
+``topology.kubernetes.io/zone`` labels), initial pods that the harness creates already bound
+(``spec.nodeName`` set, node ``i % nodes``: spread evenly, not measured), then the measured pods. The
+pod templates are upstream's, with ``schedulerName`` set to the scheduler under test.
+
+Sizes follow upstream's named workloads. ``small`` is the 500-node one (1,000 measured pods where the
+shape allows it: with required anti-affinity per hostname at most 500 pods fit on 500 nodes, and a
+preemptor needs a whole node, so those two measure 400 and 500 pods as upstream's 500-node variants
+do). ``full`` is the 5,000-node one upstream's CI runs (``performance`` label); PreemptionBasic's
+5,000-node variant is the one upstream keeps commented out (20,000 low-priority pods, 5,000 preemptors).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+INIT_NAMESPACE = "sched-0"
+MEASURED_NAMESPACE = "sched-1"
+HIGH_PRIORITY_CLASS = "bench-high-priority"
+
+PodBuilder = Callable[[str, str, str], dict[str, Any]]  # (name, namespace, schedulerName) -> Pod
+
+
+@dataclass(frozen=True)
+class Shape:
+    nodes: int
+    init_pods: int
+    measured_pods: int
+    #: the upstream workload this size copies
+    upstream: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    sizes: dict[str, Shape]
+    init_pod: PodBuilder
+    measured_pod: PodBuilder
+    #: merged into every node (labels), e.g. one zone for all
+    node_template: dict[str, Any] = field(default_factory=dict)
+    zones: int = 3
+    #: (name, value) PriorityClasses to create first
+    priority_classes: tuple[tuple[str, int], ...] = ()
+    notes: str = ""
+
+    def shape(self, size: str) -> Shape:
+        return self.sizes[size]
+
+
+def _container(cpu: str = "100m", memory: str = "500Mi") -> dict[str, Any]:
+    resources = {"cpu": cpu, "memory": memory}
+    return {
+        "name": "pause",
+        "image": PAUSE_IMAGE,
+        "ports": [{"containerPort": 80}],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+    }
+
+
+def _pod(
+    name: str, namespace: str, scheduler: str, spec: dict[str, Any], labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        meta["labels"] = dict(labels)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"schedulerName": scheduler, **copy.deepcopy(spec)},
+    }
+
+
+def default_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-default.yaml``: 100m CPU, 500 Mi (requests = limits)."""
+    return _pod(name, namespace, scheduler, {"containers": [_container()]})
+
+
+def anti_affinity_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-with-pod-anti-affinity.yaml``: green pods repel green pods per hostname."""
+    term = {
+        "labelSelector": {"matchLabels": {"color": "green"}},
+        "topologyKey": HOSTNAME_LABEL,
+        "namespaces": [MEASURED_NAMESPACE, INIT_NAMESPACE],
+    }
+    spec = {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+        "containers": [_container()],
+    }
+    return _pod(name, namespace, scheduler, spec, {"color": "green"})
+
+
+def spreading_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-with-topology-spreading.yaml``: a hard zone constraint over blue pods (upstream's
+    maxSkew is 5)."""
+    constraint = {
+        "maxSkew": 5,
+        "topologyKey": ZONE_LABEL,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"color": "blue"}},
+    }
+    spec = {"topologySpreadConstraints": [constraint], "containers": [_container()]}
+    return _pod(name, namespace, scheduler, spec, {"color": "blue"})
+
+
+def node_affinity_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-with-node-affinity.yaml``: required zone In [zone1, zone2]."""
+    term = {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone1", "zone2"]}]}
+    spec = {
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        },
+        "containers": [_container()],
+    }
+    return _pod(name, namespace, scheduler, spec)
+
+
+def low_priority_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-low-priority.yaml``: no priority, 900m CPU, grace period 0. Four fill a node."""
+    spec = {"terminationGracePeriodSeconds": 0, "containers": [_container(cpu="900m")]}
+    return _pod(name, namespace, scheduler, spec)
+
+
+def high_priority_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-high-priority.yaml``: priority 10, 3 CPU: preempts 3 of a full node's 4 low pods.
+    Upstream sets ``spec.priority`` with the Priority admission plugin off; here the plugin is on, so
+    the pod names a PriorityClass of value 10."""
+    spec = {"priorityClassName": HIGH_PRIORITY_CLASS, "containers": [_container(cpu="3")]}
+    return _pod(name, namespace, scheduler, spec)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "SchedulingBasic",
+            {
+                "small": Shape(500, 500, 1000, "SchedulingBasic/500Nodes"),
+                "full": Shape(5000, 1000, 10000, "SchedulingBasic/5000Nodes_10000Pods"),
+            },
+            init_pod=default_pod,
+            measured_pod=default_pod,
+        ),
+        Workload(
+            "SchedulingPodAntiAffinity",
+            {
+                "small": Shape(500, 100, 400, "SchedulingPodAntiAffinity/500Nodes"),
+                "full": Shape(5000, 1000, 2000, "SchedulingPodAntiAffinity/5000Nodes_2000Pods"),
+            },
+            init_pod=anti_affinity_pod,
+            measured_pod=anti_affinity_pod,
+            notes="one green pod per node at most: measured pods are upstream's 400 (small) and 2,000 (full)",
+        ),
+        Workload(
+            "TopologySpreading",
+            {
+                "small": Shape(500, 1000, 1000, "TopologySpreading/500Nodes"),
+                "full": Shape(5000, 5000, 5000, "TopologySpreading/5000Nodes_5000Pods"),
+            },
+            init_pod=default_pod,
+            measured_pod=spreading_pod,
+            zones=3,
+        ),
+        Workload(
+            "SchedulingNodeAffinity",
+            {
+                "small": Shape(500, 500, 1000, "SchedulingNodeAffinity/500Nodes"),
+                "full": Shape(5000, 5000, 10000, "SchedulingNodeAffinity/5000Nodes_10000Pods"),
+            },
+            init_pod=node_affinity_pod,
+            measured_pod=node_affinity_pod,
+            # upstream's labelNodePrepareStrategy: every node in zone1
+            node_template={"metadata": {"labels": {ZONE_LABEL: "zone1"}}},
+        ),
+        Workload(
+            "PreemptionBasic",
+            {
+                "small": Shape(500, 2000, 500, "PreemptionBasic (500 nodes; upstream runs 1000Nodes)"),
+                "full": Shape(5000, 20000, 5000, "PreemptionBasic/5000Nodes (commented out upstream)"),
+            },
+            init_pod=low_priority_pod,
+            measured_pod=high_priority_pod,
+            priority_classes=((HIGH_PRIORITY_CLASS, 10),),
+            notes="4 low-priority pods fill each node; each measured pod must preempt 3 of them",
+        ),
+    )
+}
+
+#: the workload of ``--latency-rate``: SchedulingBasic's nodes and pods, created at a fixed rate
+LATENCY_WORKLOAD = "SchedulingBasic"
+
+
+def node_name(index: int) -> str:
+    return f"node-{index}"
