@@ -285,7 +285,8 @@ def test_extender_rejections_in_the_message_match_kube_scheduler(setup: Setup) -
     assert theirs.requests == ours.requests == [("example", "filter", tuple(sorted((n["deny"], n["never"]))))]
     expected = (
         f"0/{setup.total} nodes are available: 1 node(s) didn't have label {LABEL}=allow, "
-        f"1 node(s) had label {LABEL}=never, 3 Insufficient cpu. preemption: 0/{setup.total} nodes are "
+        f"1 node(s) had label {LABEL}=never, 3 Insufficient cpu. {NO_CLAIMS}, preemption: 0/{setup.total} "
+        "nodes are "
         "available: 1 No preemption victims found for incoming pod, 4 Preemption is not helpful for "
         "scheduling."
     )

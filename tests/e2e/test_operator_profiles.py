@@ -188,7 +188,12 @@ def test_shipped_profiles_are_accepted(
         assert profile["status"]["effectivePlugins"]["bind"] == ["DefaultBinder"], dumps(profile["status"])
     # `default` now serves kopf-scheduler (the built-in one steps aside); both do what they say
     served = {get_profile(control_plane, n)["spec"]["schedulerName"]: n for n in names}
-    assert served == {"kopf-scheduler": "default", "kopf-scheduler-bin-packing": "bin-packing"}, served
+    assert served == {
+        "kopf-scheduler": "default",
+        "kopf-scheduler-bin-packing": "bin-packing",
+        "kopf-scheduler-fast": "fast-and-simple",
+        "kopf-scheduler-spreading": "spreading",
+    }, served
     assert place(scope, "packed", "kopf-scheduler-bin-packing") == loaded
     assert place(scope, "spread", "kopf-scheduler") == empty
     printed = kubectl(control_plane, "get", "sprof", *names).stdout  # the printer columns

@@ -107,9 +107,9 @@ def test_unschedulable_pod_gets_kube_schedulers_message(
             "Preemption is not helpful for scheduling": foreign + 1,  # small: 2 cpu > its allocatable
         },
     )
-    # kube-scheduler v1.34 also has DynamicResources, whose PostFilter adds "no new claims to
-    # deallocate," before "preemption:"; the default profile here has no DynamicResources.
-    expected = f"{filtered} preemption: {preemption}"
+    # DynamicResources' PostFilter adds "no new claims to deallocate," before "preemption:", as in
+    # kube-scheduler v1.34.
+    expected = f"{filtered} no new claims to deallocate, preemption: {preemption}"
 
     event = scope.wait_event("FailedScheduling", "big")
     assert (event["type"], event["message"]) == ("Warning", expected), dumps(event)
@@ -136,7 +136,7 @@ def test_node_added_makes_pending_pod_schedulable(
     scope.create_pod("waiting", selector=late, tolerations=[{"operator": "Exists"}])
     event = scope.wait_event("FailedScheduling", "waiting")
     expected = (
-        f"{fit_error(total, {AFFINITY: total})} preemption: "
+        f"{fit_error(total, {AFFINITY: total})} no new claims to deallocate, preemption: "
         f"{fit_error(total, {'Preemption is not helpful for scheduling': total})}"
     )
     assert event["message"] == expected, dumps(event)
