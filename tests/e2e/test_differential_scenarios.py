@@ -630,7 +630,7 @@ def compare_pod(key: str, got: Outcome, want: dict[str, Any]) -> list[str]:
 def test_kube_scheduler_agrees(own_control_plane: ClusterHarness, path: Path) -> None:
     scenario = yaml.safe_load(path.read_text())
     if scenario.get("profile"):
-        pytest.skip("a scenario with its own profile needs a matching KubeSchedulerConfiguration")
+        pytest.skip(reason="a scenario with its own profile needs a matching KubeSchedulerConfiguration")
     prefix = f"s{SCENARIOS.index(path):02d}-"
     prepared = prepare(scenario, prefix)
     real = RealRun(own_control_plane, prepared)
