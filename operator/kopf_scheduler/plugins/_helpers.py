@@ -5,7 +5,39 @@ Plugins do not import each other; what more than one of them computes the same w
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.node_table import NodeTable
+
+
+def topology_values(
+    table: NodeTable, infos: Sequence[NodeInfo], key: str
+) -> tuple[dict[str, int], np.ndarray]:
+    """The distinct values of the label ``key`` over the table's rows (value -> slot, in order of first
+    appearance) and, per row, the slot of the row's value (-1 when the node lacks the key).
+
+    Depends on node labels only, so it is memoised on the table until they change. Shared: callers must
+    not mutate the returned dict or array.
+    """
+
+    def build() -> tuple[dict[str, int], np.ndarray]:
+        values: dict[str, int] = {}
+        row_value = np.empty(len(infos), dtype=np.int64)
+        for i, node in enumerate(infos):
+            value = node.labels.get(key)
+            if value is None:
+                row_value[i] = -1
+                continue
+            slot = values.get(value)
+            if slot is None:
+                slot = values[value] = len(values)
+            row_value[i] = slot
+        return values, row_value
+
+    return table.memo(("topology-values", key), build)  # type: ignore[no-any-return]
 
 
 def default_normalize_score(max_priority: int, reverse: bool, scores: np.ndarray) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.plugins._helpers import topology_values
 
 _MEMO = "InterPodAffinity"
 
@@ -26,29 +27,21 @@ _MEMO = "InterPodAffinity"
 class TopologyIndex:
     __slots__ = ("identity", "padded", "row_value", "values")
 
-    def __init__(self, key: str, infos: Sequence[NodeInfo]) -> None:
-        values: dict[str, int] = {}
-        row_value = np.empty(len(infos), dtype=np.int64)
-        for i, node in enumerate(infos):
-            value = node.labels.get(key)
-            if value is None:
-                row_value[i] = -1
-                continue
-            slot = values.get(value)
-            if slot is None:
-                slot = values[value] = len(values)
-            row_value[i] = slot
+    def __init__(self, values: dict[str, int], row_value: np.ndarray) -> None:
         self.values = values
         #: per row: the index of the row's value in ``values``, -1 when the node lacks the key
         self.row_value = row_value
         #: like ``row_value`` with -1 replaced by the always-zero slot ``len(values)``
         self.padded = np.where(row_value < 0, len(values), row_value)
         #: every row has its own value, and value ``i`` is row ``i``'s
-        self.identity = len(values) == len(infos) and bool((row_value == np.arange(len(infos))).all())
+        rows = len(row_value)
+        self.identity = len(values) == rows and bool((row_value == np.arange(rows)).all())
 
 
 def topology_index(table: NodeTable, infos: Sequence[NodeInfo], key: str) -> TopologyIndex:
-    return table.memo((_MEMO, "topology", key), lambda: TopologyIndex(key, infos))  # type: ignore[no-any-return]
+    return table.memo(  # type: ignore[no-any-return]
+        (_MEMO, "topology", key), lambda: TopologyIndex(*topology_values(table, infos, key))
+    )
 
 
 Lookup = Callable[[str], TopologyIndex]

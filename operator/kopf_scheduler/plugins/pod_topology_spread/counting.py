@@ -24,6 +24,7 @@ from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.selectors import LabelSelector, RequiredNodeAffinity
 from kopf_scheduler.framework.taints import Toleration
+from kopf_scheduler.plugins._helpers import topology_values
 from kopf_scheduler.plugins.pod_topology_spread.constraints import count_matching, tolerates_node
 
 _PREFIX = "PodTopologySpread"
@@ -48,17 +49,8 @@ class Domains:
 
 def domains(table: NodeTable, infos: Sequence[NodeInfo], key: str) -> Domains:
     def build() -> Domains:
-        index: dict[str, int] = {}
-        dom = np.empty(len(infos), dtype=np.int64)
-        for i, node in enumerate(infos):
-            value = node.labels.get(key)
-            if value is None:
-                dom[i] = -1
-                continue
-            slot = index.get(value)
-            if slot is None:
-                slot = index[value] = len(index)
-            dom[i] = slot
+        shared, dom = topology_values(table, infos, key)
+        index = dict(shared)  # may gain "" below; the shared mapping stays as it is
         filled = dom
         if (dom < 0).any():
             empty = index.get("")
