@@ -42,9 +42,12 @@ class FitError(Exception):
         statuses = self.diagnosis.node_statuses
         counted = 0
         if statuses is not None:
-            for _, status in statuses.items():
-                counted += 1
-                reasons.update(status.reasons)
+            # nodes rejected for the same reasons mostly share one status: count the tuples first
+            per_status = Counter(status.reasons for _, status in statuses.items())
+            for texts, nodes in per_status.items():
+                counted += nodes
+                for reason in texts:
+                    reasons[reason] += nodes
         absent = self.diagnosis.absent_status
         if absent is not None and counted < self.num_all_nodes:
             for reason in absent.reasons:

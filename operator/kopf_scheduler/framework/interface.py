@@ -171,6 +171,13 @@ class VectorFilter(abc.ABC):
     def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """A boolean array aligned with ``rows``: True where ``filter`` would return success."""
 
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> list[Status | None] | None:
+        """Optional: the statuses ``filter`` returns for ``rows`` (rows ``filter_rows`` rejected), all at
+        once. None (the default) means the runtime asks ``filter`` node by node, when a status is read."""
+        return None
+
 
 @dataclass(slots=True)
 class PostFilterResult:

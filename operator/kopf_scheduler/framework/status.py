@@ -40,6 +40,7 @@ _LABELS = {
     Code.PENDING: "Pending",
 }
 
+_SUCCESS = Code.SUCCESS
 _REJECTIONS = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING})
 
 
@@ -61,7 +62,7 @@ class Status:
 
     @property
     def is_success(self) -> bool:
-        return self.code == Code.SUCCESS
+        return self.code is _SUCCESS
 
     def with_plugin(self, plugin: str) -> Status:
         # a direct construction: dataclasses.replace costs several times more, and this is on hot paths
@@ -88,4 +89,4 @@ WAIT = Status(Code.WAIT)
 
 
 def is_success(status: Status | None) -> bool:
-    return status is None or status.code == Code.SUCCESS
+    return status is None or status.code is _SUCCESS

@@ -10,6 +10,20 @@ import kopf
 from kopf_scheduler.service import SchedulerService, ServiceConfig
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """Every handler here is ``on.event``: Kopf's change detection is never used, yet building its diff
+    base deep-copies every object on every event. This storage builds, keeps and stores nothing."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
     # Kopf would post a Kubernetes event for every handler log line; the scheduler posts its own events.
@@ -19,6 +33,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: loggin
     # The watched kinds are fixed and found by the start-up scan; watching CRDs for new ones needs a
     # permission deploy/rbac.yaml does not grant (Kopf would log 403 errors for a minute, then give up).
     settings.scanning.disabled = True
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     service = SchedulerService(memo.get("config") or ServiceConfig.from_env())

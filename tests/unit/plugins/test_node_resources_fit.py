@@ -159,6 +159,39 @@ def test_filter(
     snapshot = Snapshot()
     snapshot.rebuild([info])
     assert plugin.filter_rows(state, pod_info, snapshot.table, np.array([0])).tolist() == [expected is None]
+    statuses = plugin.filter_statuses(state, pod_info, snapshot.table, np.array([0]))
+    if statuses is None:  # only when no node has a requested resource: the runtime asks filter instead
+        assert any(name not in snapshot.table.column for name in pod_info.requests)
+    else:
+        assert statuses == [expected]
+
+
+def test_filter_statuses_of_many_nodes_match_filter_node_by_node() -> None:
+    """Nodes rejected for different reasons each get the status ``filter`` gives them, and nodes with the
+    same reasons share one status object."""
+    plugin = NodeResourcesFit(_args())
+    full_pod = _pod(cpu="1500m", memory="1Gi")
+
+    def node(name: str, pods: int = 3, cpu: str = "2") -> dict[str, Any]:
+        return make_node().name(name).capacity(cpu=cpu, memory="4Gi", pods=str(pods)).obj()
+
+    infos = [
+        _node_info(node("cpu"), [full_pod]),
+        _node_info(node("pods", pods=1), [_pod()]),
+        _node_info(node("both", pods=1), [full_pod]),
+        _node_info(node("cpu-again"), [full_pod]),
+        _node_info(node("fits")),
+        _node_info(node("small", cpu="500m")),
+    ]
+    snapshot = Snapshot()
+    snapshot.rebuild(infos)
+    incoming, state = PodInfo(_pod(cpu="1", memory="1Gi")), CycleState()
+    plugin.pre_filter(state, incoming, infos)
+    rows = np.arange(len(infos))
+    statuses = plugin.filter_statuses(state, incoming, snapshot.table, rows)
+    assert statuses == [plugin.filter(state, incoming, info) for info in snapshot.node_infos]
+    assert statuses is not None and statuses[0] is statuses[3]
+    assert statuses[5] is not None and statuses[5].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 # -- score ----------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ randomised clusters, and the runtime's vectorised filtering reports the per-node
 
 import itertools
 from typing import Any
+from unittest import mock
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,7 @@ from kopf_scheduler.backend.cache import Snapshot
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.runtime import framework as runtime_framework
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.plugins import node_name, node_unschedulable
 from kopf_scheduler.plugins.node_resources_fit import Args, NodeResourcesFit
@@ -163,8 +165,14 @@ def test_node_name_and_node_unschedulable_filter_rows_agree_with_filter(cluster:
 
 
 @SETTINGS
-@given(cluster=clusters(), args=fit_args(), num_to_find=st.integers(1, 8))
-def test_find_feasible_reports_the_per_node_chain(cluster: Any, args: Args, num_to_find: int) -> None:
+@given(
+    cluster=clusters(), args=fit_args(), num_to_find=st.integers(1, 8), chunk=st.sampled_from([1, 2, 3, 256])
+)
+def test_find_feasible_reports_the_per_node_chain(
+    cluster: Any, args: Args, num_to_find: int, chunk: int
+) -> None:
+    """Whatever the chunks candidates are filtered in, the feasible nodes are the first ``num_to_find``
+    the per-node chain accepts, and the statuses are the chain's for every node examined up to there."""
     snapshot, pod, rows = cluster
     filters = [
         node_unschedulable.new(node_unschedulable.Args(), None),
@@ -191,11 +199,12 @@ def test_find_feasible_reports_the_per_node_chain(cluster: Any, args: Args, num_
         client=None,  # type: ignore[arg-type]
     )
     state = CycleState()
-    outcome = framework.find_feasible(state, pod, snapshot, rows, num_to_find)
+    with mock.patch.object(runtime_framework, "MIN_FILTER_CHUNK", chunk):
+        outcome = framework.find_feasible(state, pod, snapshot, rows, num_to_find)
     chain = [(r, framework.run_filter_chain(state, pod, snapshot.node_infos[r])) for r in rows.tolist()]
     fits = [r for r, status in chain if status is None]
     assert outcome.feasible.tolist() == fits[:num_to_find]
-    examined = len(rows) if len(fits) <= num_to_find else rows.tolist().index(fits[num_to_find - 1]) + 1
+    examined = len(rows) if len(fits) < num_to_find else rows.tolist().index(fits[num_to_find - 1]) + 1
     assert outcome.examined == examined
     expected = {snapshot.node_infos[r].name: status for r, status in chain[:examined] if status is not None}
     assert dict(outcome.statuses.items()) == expected

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -59,6 +59,11 @@ from kopf_scheduler.framework.status import Code, Status, error
 P = TypeVar("P", bound=Plugin)
 
 
+_SUCCESS = Code.SUCCESS
+#: the smallest number of candidates filtered at once
+MIN_FILTER_CHUNK = 256
+
+
 def _call_error(plugin: Plugin, point: str, exc: BaseException) -> Status:
     return error(f"running {point} plugin {plugin.name!r}: {exc}", plugin=plugin.name, cause=exc)
 
@@ -72,11 +77,21 @@ class _NoNominator:
 
 
 @dataclass(slots=True)
+class Rejected:
+    """Rows a vectorised filter rejected, with the per-node filters that run before it in the chain."""
+
+    plugin: FilterPlugin
+    earlier: tuple[FilterPlugin, ...]
+    rows: np.ndarray
+
+
+@dataclass(slots=True)
 class NodeStatuses:
     """Filter verdicts for the nodes filtering examined and rejected (upstream's ``NodeToStatus``).
 
-    Statuses of nodes that a vectorised filter rejected are computed on first access, through the
-    per-node chain, so a pod that fits pays nothing for them.
+    Statuses of nodes that a vectorised filter rejected are computed on first access, by that plugin
+    alone (its vectorised ``filter_statuses`` when it has one) after the per-node filters ahead of it in
+    the chain, so a pod that fits pays nothing for them and one that does not pays little.
     """
 
     framework: Framework
@@ -85,23 +100,41 @@ class NodeStatuses:
     snapshot: SnapshotLister
     #: statuses already known, by node name
     known: dict[str, Status] = field(default_factory=dict)
-    #: rows rejected by a vectorised filter whose status is not computed yet
-    pending_rows: list[int] = field(default_factory=list)
+    #: rows rejected by vectorised filters whose statuses are not computed yet
+    pending: list[Rejected] = field(default_factory=list)
     #: the status of every node not examined at all (e.g. outside a pre-filter result)
     absent: Status | None = None
     absent_count: int = 0
 
     def _resolve(self) -> None:
-        if not self.pending_rows:
-            return
+        pending, self.pending = self.pending, []
+        for group in pending:
+            self._resolve_group(group)
+
+    def _resolve_group(self, group: Rejected) -> None:
         infos = self.snapshot.node_infos
-        for row in self.pending_rows:
+        state, pod, plugin = self.state, self.pod, group.plugin
+        rows = group.rows.tolist()
+        try:
+            verdicts = plugin.filter_statuses(state, pod, self.snapshot.table, group.rows)  # type: ignore[attr-defined]
+        except Exception as e:
+            verdicts = [_call_error(plugin, "Filter", e)] * len(rows)
+        tagged: dict[Status, Status] = {}
+        run_chain = self.framework.run_filters
+        for i, row in enumerate(rows):
             node = infos[row]
-            status = self.framework.run_filter_chain(self.state, self.pod, node)
+            status = run_chain(group.earlier, state, pod, node) if group.earlier else None
+            if status is None:
+                if verdicts is None:
+                    status = run_chain((plugin,), state, pod, node)
+                else:
+                    found = verdicts[i]
+                    status = tagged.get(found) if found is not None else None
+                    if status is None and found is not None:
+                        status = tagged[found] = found.with_plugin(plugin.name)
             if status is None:  # a vector form disagreed with its per-node form: a plugin bug
-                status = error("vectorised filter rejected a node its per-node filter accepts")
+                status = error(f"vectorised filter {plugin.name!r} rejected a node its filter accepts")
             self.known[node.name] = status
-        self.pending_rows = []
 
     def get(self, name: str) -> Status | None:
         self._resolve()
@@ -117,10 +150,26 @@ class NodeStatuses:
         return iter(list(self.known.items()))
 
     def __len__(self) -> int:
-        return len(self.known) + len(self.pending_rows)
+        return len(self.known) + sum(len(group.rows) for group in self.pending)
 
     def total_rejected(self) -> int:
         return len(self) + self.absent_count
+
+
+def _rejected_groups(
+    candidates: np.ndarray,
+    rejected_by: np.ndarray,
+    examined: int,
+    rejecters: list[tuple[FilterPlugin, tuple[FilterPlugin, ...]]],
+) -> list[Rejected]:
+    """The examined candidates each vectorised filter rejected, grouped by that filter."""
+    head = rejected_by[:examined]
+    groups = []
+    for k, (plugin, earlier) in enumerate(rejecters):
+        rows = candidates[:examined][head == k]
+        if len(rows):
+            groups.append(Rejected(plugin, earlier, rows))
+    return groups
 
 
 @dataclass(slots=True)
@@ -260,15 +309,26 @@ class Framework:
 
     def run_filter_chain(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """The per-node filter chain: the first plugin that rejects decides the node's status."""
-        skip = state.skip_filter_plugins
-        for plugin in self.filter:
-            if plugin.name in skip:
+        return self.run_filters(self.filter, state, pod, node, state.skip_filter_plugins)
+
+    @staticmethod
+    def run_filters(
+        plugins: Sequence[FilterPlugin],
+        state: CycleState,
+        pod: PodInfo,
+        node: NodeInfo,
+        skip: Collection[str] = (),
+    ) -> Status | None:
+        """Runs ``plugins``' per-node filters in order (but those in ``skip``); the first rejection,
+        naming its plugin, or None."""
+        for plugin in plugins:
+            if skip and plugin.name in skip:
                 continue
             try:
                 status = plugin.filter(state, pod, node)
             except Exception as e:
                 return _call_error(plugin, "Filter", e)
-            if status is not None and not status.is_success:
+            if status is not None and status.code is not _SUCCESS:
                 return status.with_plugin(plugin.name)
         return None
 
@@ -304,14 +364,47 @@ class Framework:
     ) -> FilterOutcome:
         """Filters ``candidates`` (rows, in examination order) until ``num_to_find`` nodes fit.
 
-        Vectorised filters prune all candidates at once; per-node filters (and nodes with nominated pods)
-        then run in order over the survivors until enough feasible nodes are found.
+        Candidates are taken in chunks (the first a little larger than ``num_to_find``, then doubling), so
+        a large cluster where most nodes fit is not filtered whole to find a few hundred. In each chunk,
+        vectorised filters prune all rows at once; per-node filters (and nodes with nominated pods) then
+        run in order over the survivors until enough feasible nodes are found.
         """
         statuses = NodeStatuses(self, state, pod, snapshot)
-        skip = state.skip_filter_plugins
-        filters = [p for p in self.filter if p.name not in skip]
-        table = snapshot.table
+        filters = [p for p in self.filter if p.name not in state.skip_filter_plugins]
+        found: list[np.ndarray] = []
+        wanted, start, total = num_to_find, 0, len(candidates)
+        step = max(num_to_find + num_to_find // 2, MIN_FILTER_CHUNK)
+        while start < total:
+            chunk = candidates[start : start + step]
+            feasible, examined = self._filter_chunk(
+                state, pod, snapshot, filters, chunk, wanted, nominated_nodes, statuses
+            )
+            found.append(feasible)
+            wanted -= len(feasible)
+            if wanted <= 0 or examined < 0:
+                end = total if examined < 0 else start + examined
+                return FilterOutcome(np.concatenate(found), end, statuses)
+            start += len(chunk)
+            step *= 2
+        return FilterOutcome(np.concatenate(found) if found else candidates[:0], total, statuses)
+
+    def _filter_chunk(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: SnapshotLister,
+        filters: list[FilterPlugin],
+        candidates: np.ndarray,
+        num_to_find: int,
+        nominated_nodes: frozenset[str],
+        statuses: NodeStatuses,
+    ) -> tuple[np.ndarray, int]:
+        """Filters one chunk; adds the rejected nodes to ``statuses``. Returns the feasible rows and how
+        many candidates were examined (-1 when a filter failed and filtering must stop)."""
         alive = np.ones(len(candidates), dtype=bool)
+        #: for each candidate, the index in ``rejecters`` of the vectorised filter that rejected it
+        rejected_by = np.full(len(candidates), -1, dtype=np.int32)
+        rejecters: list[tuple[FilterPlugin, tuple[FilterPlugin, ...]]] = []
         scalar: list[FilterPlugin] = []
         for plugin in filters:
             if isinstance(plugin, VectorFilter):
@@ -319,48 +412,37 @@ class Framework:
                 if not len(idx):
                     break
                 try:
-                    passed = plugin.filter_rows(state, pod, table, candidates[idx])
+                    passed = plugin.filter_rows(state, pod, snapshot.table, candidates[idx])
                 except Exception as e:
                     failure = _call_error(plugin, "Filter", e)
                     infos = snapshot.node_infos
                     statuses.known.update((infos[r].name, failure) for r in candidates[idx].tolist())
-                    return FilterOutcome(np.zeros(0, dtype=np.int64), len(candidates), statuses)
-                alive[idx[~passed]] = False
+                    return candidates[:0], -1
+                gone = idx[~passed]
+                if len(gone):
+                    alive[gone] = False
+                    rejected_by[gone] = len(rejecters)
+                    rejecters.append((plugin, tuple(scalar)))
             else:
                 scalar.append(plugin)
         if not scalar and not nominated_nodes:
             positions = np.flatnonzero(alive)
-            if len(positions) > num_to_find:
+            examined = len(candidates)
+            if len(positions) >= num_to_find:
                 positions = positions[:num_to_find]
                 examined = int(positions[-1]) + 1
-            else:
-                examined = len(candidates)
-            rejected = np.flatnonzero(~alive[:examined])
-            statuses.pending_rows = candidates[rejected].tolist()
-            return FilterOutcome(candidates[positions], examined, statuses)
+            statuses.pending += _rejected_groups(candidates, rejected_by, examined, rejecters)
+            return candidates[positions], examined
         infos = snapshot.node_infos
         feasible: list[int] = []
         examined = len(candidates)
-        rejected_positions: list[int] = []
-        for pos in range(len(candidates)):
+        for pos in np.flatnonzero(alive).tolist():
             row = int(candidates[pos])
-            if not alive[pos]:
-                rejected_positions.append(row)
-                continue
             node = infos[row]
             if node.name in nominated_nodes:
                 status = self.run_filter_with_nominated_pods(state, pod, node)
             else:
-                status = None
-                for plugin in scalar:
-                    try:
-                        status = plugin.filter(state, pod, node)
-                    except Exception as e:
-                        status = _call_error(plugin, "Filter", e)
-                    if status is not None and not status.is_success:
-                        status = status.with_plugin(plugin.name)
-                        break
-                    status = None
+                status = self.run_filters(scalar, state, pod, node)
             if status is None:
                 feasible.append(row)
                 if len(feasible) >= num_to_find:
@@ -368,8 +450,8 @@ class Framework:
                     break
             else:
                 statuses.known[node.name] = status
-        statuses.pending_rows = rejected_positions
-        return FilterOutcome(np.asarray(feasible, dtype=np.int64), examined, statuses)
+        statuses.pending += _rejected_groups(candidates, rejected_by, examined, rejecters)
+        return np.asarray(feasible, dtype=np.int64), examined
 
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap

@@ -121,6 +121,32 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
             ok &= table.allocatable[rows, col] - table.requested[rows, col] >= amount
         return ok
 
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> list[Status | None] | None:
+        amounts = self._request(state, pod).amounts
+        flags = [table.pod_count[rows] + 1 > table.allowed_pods[rows]]
+        unresolvable = np.zeros(len(rows), dtype=bool)
+        for name, amount in amounts:
+            col = table.column.get(name)
+            if col is None:  # no node has the resource: the per-node form says so
+                return None
+            allocatable = table.allocatable[rows, col]
+            flags.append(allocatable - table.requested[rows, col] < amount)
+            unresolvable |= allocatable < amount
+        # one status per distinct combination of reasons, shared by the rows that have it
+        keys = unresolvable.astype(np.int64) << len(flags)
+        for bit, flag in enumerate(flags):
+            keys |= flag.astype(np.int64) << bit
+        texts = (TOO_MANY_PODS, *(insufficient(name) for name, _ in amounts))
+        distinct, which = np.unique(keys, return_inverse=True)
+        made: list[Status | None] = []
+        for key in distinct.tolist():
+            reasons = tuple(text for bit, text in enumerate(texts) if key >> bit & 1)
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key >> len(flags) & 1 else Code.UNSCHEDULABLE
+            made.append(Status(code, reasons) if reasons else None)
+        return [made[i] for i in which.tolist()]
+
     # -- score -----------------------------------------------------------------------------------------
     def _pod_scoring_requests(self, pod: PodInfo) -> list[int]:
         out = []
