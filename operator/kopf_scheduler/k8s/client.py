@@ -26,6 +26,7 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s.binding import DEFAULT_CONCURRENCY, Binder
 from kopf_scheduler.k8s.connection import ConnectionInfo, load_connection
 from kopf_scheduler.k8s.event_recorder import DEFAULT_QUEUE_SIZE, EventRecorder
+from kopf_scheduler.k8s.event_recorder import DEFAULT_WORKERS as DEFAULT_EVENT_WORKERS
 from kopf_scheduler.k8s.events import (
     FLUSH_INTERVAL,
     NORMAL,
@@ -77,7 +78,7 @@ class KubeClient:
         reporting_controller: str = REPORTING_CONTROLLER,
         reporting_instance: str | None = None,
         event_queue_size: int = DEFAULT_QUEUE_SIZE,
-        event_workers: int = 4,
+        event_workers: int = DEFAULT_EVENT_WORKERS,
         status_workers: int = 4,
         series_flush_interval: float = FLUSH_INTERVAL,
         retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS,

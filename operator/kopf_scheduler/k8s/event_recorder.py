@@ -22,7 +22,8 @@ logger = logging.getLogger(__name__)
 
 #: upstream ``maxQueuedEvents``
 DEFAULT_QUEUE_SIZE = 1000
-DEFAULT_WORKERS = 4
+#: enough concurrent writes to keep up with binding at several hundred pods per second (one event each)
+DEFAULT_WORKERS = 16
 EVENTS_GROUP_VERSION = "events.k8s.io/v1"
 
 
