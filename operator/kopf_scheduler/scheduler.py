@@ -71,6 +71,24 @@ def _with_extender_ignored_resources(spec: ProfileSpec) -> ProfileSpec:
     return dataclasses.replace(spec, plugin_config=config)
 
 
+#: event-loop rounds given to other tasks between two scheduling cycles, at most
+MAX_INTAKE_ROUNDS = 64
+
+
+async def yield_to_intake() -> None:
+    """Lets watch-event intake, binding cycles and API calls run until nothing else is ready (or for
+    ``MAX_INTAKE_ROUNDS`` rounds), so the next cycle sees the cluster as it is now. kube-scheduler's
+    informers run beside its scheduling goroutine; here they share one thread, and a single yield per
+    cycle lets the watch fall behind while pods are retried against a stale cache (a preemptor would
+    preempt again because its victims' deletion has not been read yet)."""
+    loop = asyncio.get_running_loop()
+    ready = getattr(loop, "_ready", None)  # asyncio's run queue; other loops: yield once
+    for _ in range(MAX_INTAKE_ROUNDS):
+        await asyncio.sleep(0)
+        if not ready:
+            return
+
+
 class Scheduler:
     def __init__(
         self,
@@ -323,7 +341,7 @@ class Scheduler:
                     self.client.record_failure(
                         qp.pod, REASON_SCHEDULER_ERROR, f"scheduling failed: {e}", None
                     )
-            await asyncio.sleep(0)  # let event intake and binding cycles make progress
+            await yield_to_intake()
 
     async def close_extenders(self) -> None:
         """Releases the extenders' HTTP connections."""

@@ -38,6 +38,10 @@ class PodNominator(Protocol):
     def add_nominated_pod(self, pod: PodInfo, node_name: str | None = None) -> None:
         """Nominates ``pod`` to ``node_name`` (None: its ``status.nominatedNodeName``; "": clears)."""
 
+    def nominated_node_of(self, pod: PodInfo) -> str:
+        """The node ``pod`` is nominated to as the scheduler holds it ("" for none): its own nomination
+        counts at once, before the write of ``status.nominatedNodeName`` comes back through the watch."""
+
 
 class Handle(Protocol):
     profile_name: str

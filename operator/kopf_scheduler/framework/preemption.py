@@ -58,9 +58,9 @@ class PreemptionPolicy(Protocol):
         """Where the dry run starts among ``num_nodes`` potential nodes, and how many candidates it wants."""
 
     def pod_eligible_to_preempt_others(
-        self, pod: PodInfo, nominated_status: Status | None
+        self, pod: PodInfo, nominated: str, nominated_status: Status | None
     ) -> tuple[bool, str]:
-        """Whether ``pod`` may preempt at all; when not, the reason."""
+        """Whether ``pod`` (nominated to ``nominated``, or "") may preempt at all; when not, the reason."""
 
     def select_victims_on_node(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, pdbs: Sequence[DisruptionBudget], now: float
@@ -174,8 +174,9 @@ class Evaluator:
         self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap, now: float
     ) -> tuple[PostFilterResult | None, Status]:
         """``preempt``, awaiting the extenders' preempt verb."""
-        nominated_status = _status_of(statuses, pod.nominated_node_name) if pod.nominated_node_name else None
-        eligible, reason = self.policy.pod_eligible_to_preempt_others(pod, nominated_status)
+        nominated = self.handle.nominator.nominated_node_of(pod)
+        nominated_status = _status_of(statuses, nominated) if nominated else None
+        eligible, reason = self.policy.pod_eligible_to_preempt_others(pod, nominated, nominated_status)
         if not eligible:
             return None, unschedulable(reason)
         all_nodes = self.handle.snapshot().node_infos

@@ -38,7 +38,7 @@ class ScriptedPolicy:
         return self.offset, min(self.wanted, num_nodes)
 
     def pod_eligible_to_preempt_others(
-        self, pod: PodInfo, nominated_status: Status | None
+        self, pod: PodInfo, nominated: str, nominated_status: Status | None
     ) -> tuple[bool, str]:
         return True, ""
 
@@ -67,6 +67,15 @@ class SnapshotHandle:
 
     def pdbs(self) -> list[DisruptionBudget]:
         return []
+
+    @property
+    def nominator(self) -> Any:
+        return _NoNominations()
+
+
+class _NoNominations:
+    def nominated_node_of(self, pod: PodInfo) -> str:
+        return pod.nominated_node_name
 
 
 NODES = ["n0", "n1", "n2", "n3", "n4"]

@@ -127,7 +127,8 @@ def test_pod_eligible_to_preempt_others(
     pod: PodInfo, others: list[Any], nominated_status: Status | None, expected: tuple[bool, str]
 ) -> None:
     harness = Harness([node("n1")], others)
-    assert harness.plugin.pod_eligible_to_preempt_others(pod, nominated_status) == expected
+    verdict = harness.plugin.pod_eligible_to_preempt_others(pod, pod.nominated_node_name, nominated_status)
+    assert verdict == expected
 
 
 def test_never_is_reported_in_the_post_filter_message() -> None:
@@ -146,4 +147,31 @@ def test_a_pending_preemption_keeps_the_nomination() -> None:
     assert result is None  # no result: the nomination stays as it is
     assert status == Status(
         Code.UNSCHEDULABLE, (MESSAGE_PREFIX + NOT_ELIGIBLE_TERMINATING,), "DefaultPreemption"
+    )
+
+
+def test_a_nomination_not_yet_written_back_counts() -> None:
+    """Right after preempting, the scheduler holds the pod's nomination before the watch brings back its
+    ``status.nominatedNodeName``: an attempt in between must not preempt a second node while the first
+    node's victims terminate."""
+    harness = Harness([node("n1", cpu="1"), node("n2", cpu="1")], [on_n1("victim", 1, deleting=True,
+                      conditions=(condition(),)), on_n2_low := _low_on("n2")])  # fmt: skip
+    pod = incoming()  # its status says nothing yet
+    harness.sched.queue.add_nominated_pod(pod, "n1")
+    result, status = harness.post_filter(pod)
+    assert status is not None and status.code == Code.UNSCHEDULABLE
+    assert status.message() == f"{MESSAGE_PREFIX}{NOT_ELIGIBLE_TERMINATING}"
+    assert result is None  # no new nomination, so n2's pod stays
+    assert on_n2_low["metadata"]["uid"] in harness.cluster.pods
+
+
+def _low_on(node_name: str) -> Any:
+    return (
+        make_pod()
+        .name(f"low-{node_name}")
+        .uid(f"low-{node_name}")
+        .priority(1)
+        .req(cpu="1")
+        .node(node_name)
+        .obj()
     )

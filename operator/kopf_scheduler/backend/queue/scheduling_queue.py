@@ -515,6 +515,9 @@ class SchedulingQueue:
     def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
         return self.nominator.pods_on(node_name)
 
+    def nominated_node_of(self, pod: PodInfo) -> str:
+        return self.nominator.node_of(pod.uid) or pod.nominated_node_name
+
     def nominated_node_names(self) -> frozenset[str]:
         """Nodes that have nominated pods (filters must account for them there)."""
         return self.nominator.node_names()

@@ -75,6 +75,9 @@ class _NoNominator:
     def add_nominated_pod(self, pod: PodInfo, node_name: str | None = None) -> None:
         return None
 
+    def nominated_node_of(self, pod: PodInfo) -> str:
+        return pod.nominated_node_name
+
 
 @dataclass(slots=True)
 class Rejected:

@@ -71,14 +71,14 @@ class DefaultPreemption(PostFilterPlugin, AsyncPostFilter):
         return self.handle.rng.randrange(num_nodes), self.args.num_candidates(num_nodes)
 
     def pod_eligible_to_preempt_others(
-        self, pod: PodInfo, nominated_status: Status | None
+        self, pod: PodInfo, nominated: str, nominated_status: Status | None
     ) -> tuple[bool, str]:
         """Not with ``preemptionPolicy: Never``; not while a pod of lower priority on the nominated node
         is terminating because of preemption (the room this pod asked for is on its way), unless the
-        nominated node now fails for a reason preemption cannot fix."""
+        nominated node now fails for a reason preemption cannot fix. ``nominated``: the pod's node as
+        the scheduler holds it (its ``status.nominatedNodeName``, or the nomination just made)."""
         if pod.preemption_policy == PREEMPT_NEVER:
             return False, NOT_ELIGIBLE_POLICY_NEVER
-        nominated = pod.nominated_node_name
         if nominated:
             if nominated_status is not None and nominated_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return True, ""
