@@ -135,16 +135,16 @@ async def test_a_failing_cycle_costs_one_attempt_not_the_loop() -> None:
     framework.run_pre_filter = explode  # type: ignore[method-assign]
     scheduler.add_pod(make_pod().name("victim").scheduler_name("kopf-scheduler").obj())
     loop = asyncio.create_task(scheduler.run())
-    for _ in range(50):
-        await asyncio.sleep(0)
+    for _ in range(200):
+        await asyncio.sleep(0.01)
         if client.failures:
             break
     assert client.failures and client.failures[0][:2] == ("default/victim", "SchedulerError")
     assert "a plugin bug" in client.failures[0][2]
     framework.run_pre_filter = original  # type: ignore[method-assign]
     scheduler.add_pod(make_pod().name("next").scheduler_name("kopf-scheduler").obj())
-    for _ in range(50):
-        await asyncio.sleep(0)
+    for _ in range(200):
+        await asyncio.sleep(0.01)
         if client.bound:
             break
     assert ("default/next", "n1") in client.bound
@@ -152,3 +152,44 @@ async def test_a_failing_cycle_costs_one_attempt_not_the_loop() -> None:
     scheduler.close()
     await loop
     assert broken is not None and calls == 1
+
+
+async def test_watch_intake_that_is_ready_runs_before_the_next_cycle() -> None:
+    """An event that takes several hops through the event loop (a watch stream, Kopf's per-object queue,
+    the handler) reaches the cache before the next pod is tried: here a node that arrives while the first
+    pod is being scheduled is there for the second."""
+    import asyncio
+
+    scheduler, client = _scheduler()
+    full = make_pod().name("fill").req(cpu="1").node("n1").obj()
+    scheduler.add_node(make_node().name("n1").capacity(cpu="1", memory="1Gi", pods="10").obj())
+    scheduler.add_pod(full)
+    for name in ("first", "second"):
+        scheduler.add_pod(make_pod().name(name).req(cpu="1").scheduler_name("kopf-scheduler").obj())
+
+    async def intake() -> None:
+        for _ in range(10):  # the hops one watch event takes
+            await asyncio.sleep(0)
+        scheduler.add_node(make_node().name("n2").capacity(cpu="1", memory="1Gi", pods="10").obj())
+
+    framework = scheduler.profiles["kopf-scheduler"]
+    original = framework.run_pre_filter
+    cycles = 0
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal cycles
+        cycles += 1
+        if cycles == 1:  # the node is created while the first pod is tried
+            asyncio.get_running_loop().create_task(intake())
+        return original(*args, **kwargs)
+
+    framework.run_pre_filter = counting  # type: ignore[method-assign]
+    loop = asyncio.create_task(scheduler.run())
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if client.bound:
+            break
+    scheduler.close()
+    await loop
+    assert client.bound == [("default/second", "n2")]
+    assert client.failures and client.failures[0][0] == "default/first"
