@@ -36,6 +36,7 @@ from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodI
 from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry
+from kopf_scheduler.framework.slim import slim
 from kopf_scheduler.framework.status import Status
 from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.plugins.names import NODE_RESOURCES_FIT
@@ -197,7 +198,7 @@ class Scheduler:
 
     def update_node(self, node: Mapping[str, Any]) -> None:
         try:
-            old, new = self.cache.update_node(node)
+            old, new = self.cache.update_node(slim(node))
         except NodeParseError as e:
             name = (node.get("metadata") or {}).get("name")
             log.warning("ignoring node %s: %s", name, e)
@@ -218,7 +219,7 @@ class Scheduler:
     # -- pods ------------------------------------------------------------------------------------------
     def _parse(self, raw: Mapping[str, Any]) -> PodInfo | None:
         try:
-            return PodInfo(raw)
+            return PodInfo(slim(raw))
         except PodParseError as e:
             ref = PodInfo.reference(raw)
             scheduler = (raw.get("spec") or {}).get("schedulerName") if isinstance(raw, Mapping) else None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
+from kopf_scheduler.heap import HeapSettler
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, load_connection
 from kopf_scheduler.metrics import SchedulerMetrics
 from kopf_scheduler.profile_manager import ProfileManager
@@ -84,6 +85,7 @@ class SchedulerService:
         self.synced = asyncio.Event()
         self.leading = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
+        self.heap = HeapSettler()
         self._loop_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -124,6 +126,7 @@ class SchedulerService:
             len(pods),
             self.profiles.serving(),
         )
+        self.heap.start()
         self.synced.set()
 
     async def _lead(self, elector: LeaderElector) -> None:
@@ -168,6 +171,7 @@ class SchedulerService:
             await asyncio.wait_for(self.scheduler.wait_for_bindings(), timeout=5)
         await self.scheduler.close_extenders()
         await self.client.close()
+        await self.heap.stop()
 
     # -- watch events (from the handlers) --------------------------------------------------------------
     def node_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
