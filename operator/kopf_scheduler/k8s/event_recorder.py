@@ -22,8 +22,8 @@ logger = logging.getLogger(__name__)
 
 #: upstream ``maxQueuedEvents``
 DEFAULT_QUEUE_SIZE = 1000
-#: enough concurrent writes to keep up with binding at several hundred pods per second (one event each)
-DEFAULT_WORKERS = 16
+#: as many concurrent writes as bindings (one Scheduled event per bound pod), so events keep up with them
+DEFAULT_WORKERS = 64
 EVENTS_GROUP_VERSION = "events.k8s.io/v1"
 
 
