@@ -231,6 +231,11 @@ class Scheduler:
     def add_pod(self, raw: Mapping[str, Any]) -> None:
         self.update_pod(None, raw)
 
+    def known_pods(self) -> list[PodInfo]:
+        """Every pod the scheduler holds: on nodes (assumed included), waiting in the queue, or waiting
+        for a profile to serve its scheduler name. Pods in the middle of an attempt are not listed."""
+        return [*self.cache.pods(), *(qp.pod for qp in self.queue.pending()), *self._unserved.values()]
+
     def update_pod(self, old_raw: Mapping[str, Any] | None, raw: Mapping[str, Any]) -> None:
         pod = self._parse(raw)
         if pod is None:

@@ -23,6 +23,7 @@ from kopf_scheduler.heap import HeapSettler
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, load_connection
 from kopf_scheduler.metrics import SchedulerMetrics
 from kopf_scheduler.profile_manager import ProfileManager
+from kopf_scheduler.resync import Resync
 from kopf_scheduler.scheduler import Scheduler
 
 log = logging.getLogger("kopf_scheduler")
@@ -86,6 +87,7 @@ class SchedulerService:
         self.leading = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self.heap = HeapSettler()
+        self.resync = Resync(self.scheduler, self.client.list_objects)
         self._loop_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -172,18 +174,26 @@ class SchedulerService:
         await self.scheduler.close_extenders()
         await self.client.close()
         await self.heap.stop()
+        await self.resync.stop()
 
     # -- watch events (from the handlers) --------------------------------------------------------------
+    # ``kind`` None: the object comes from a (re-)listing of the watch, which ``resync`` follows up on.
     def node_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
         if kind == "DELETED":
-            self.scheduler.delete_node(str((obj.get("metadata") or {}).get("name") or ""))
+            self.resync.node_gone(name)
+            self.scheduler.delete_node(name)
         else:
+            self.resync.node_seen(name, listed=kind is None)
             self.scheduler.update_node(obj)
 
     def pod_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
         if kind == "DELETED":
+            self.resync.pod_gone(uid)
             self.scheduler.delete_pod(obj)
         else:
+            self.resync.pod_seen(uid, listed=kind is None)
             self.scheduler.update_pod(None, obj)
 
     def pdb_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:

@@ -93,6 +93,14 @@ class Cache:
         info = self._nodes.get(name)
         return info if info is not None and info.node is not None else None
 
+    def node_names(self) -> list[str]:
+        """The nodes known from the API (not those only named by pods placed on them)."""
+        return [name for name, info in self._nodes.items() if info.node is not None]
+
+    def pods(self) -> list[PodInfo]:
+        """Every pod placed on a node, assumed ones included."""
+        return [state.pod for state in self._pods.values()]
+
     def node_count(self) -> int:
         return len(self._tree)
 

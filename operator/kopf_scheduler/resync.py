@@ -1,0 +1,112 @@
+"""Forgetting what the watch never said was deleted.
+
+A watch that starts over lists its objects again, but an object deleted while nobody watched is simply
+absent from that list: no DELETED event ever comes, and the scheduler would keep a pod that no longer
+exists (its requests still counted on its node) or a node that is gone. The same gap exists between the
+scheduler's own start-up lists and the first lists of the watches. So, once a listing has been quiet for
+``quiet`` seconds, the scheduler lists pods and nodes itself and drops every one it holds that is neither
+in that list nor heard of since the list was asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kopf_scheduler.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+#: seconds without listed objects before the listing counts as done
+DEFAULT_QUIET = 10.0
+
+ListObjects = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+
+class Resync:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        list_objects: ListObjects,
+        *,
+        quiet: float = DEFAULT_QUIET,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.scheduler = scheduler
+        self.list_objects = list_objects
+        self.quiet = quiet
+        self.clock = clock
+        #: the last time an event about each pod (by uid) and node (by name) was received
+        self._pods_seen: dict[str, float] = {}
+        self._nodes_seen: dict[str, float] = {}
+        self._due: float | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- what the watches report ------------------------------------------------------------------------
+    def pod_seen(self, uid: str, listed: bool) -> None:
+        self._pods_seen[uid] = self.clock()
+        if listed:
+            self._listing()
+
+    def pod_gone(self, uid: str) -> None:
+        self._pods_seen.pop(uid, None)
+
+    def node_seen(self, name: str, listed: bool) -> None:
+        self._nodes_seen[name] = self.clock()
+        if listed:
+            self._listing()
+
+    def node_gone(self, name: str) -> None:
+        self._nodes_seen.pop(name, None)
+
+    def _listing(self) -> None:
+        self._due = self.clock() + self.quiet
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._after_listing(), name="resync")
+
+    async def _after_listing(self) -> None:
+        while self._due is not None and (wait := self._due - self.clock()) > 0:
+            await asyncio.sleep(wait)
+        self._due = None
+        try:
+            await self.reconcile()
+        except Exception as e:  # the next listing tries again; nothing is dropped on a failed list
+            log.warning("resync after a watch listing failed: %s", e)
+
+    # -- the reconciliation -----------------------------------------------------------------------------
+    async def reconcile(self) -> tuple[int, int]:
+        """Lists nodes and pods; drops the ones held but neither listed nor heard of since the list was
+        asked for. Returns how many pods and nodes were dropped."""
+        asked = self.clock()
+        nodes = {str((n.get("metadata") or {}).get("name")) for n in await self.list_objects("/api/v1/nodes")}
+        pods = {str((p.get("metadata") or {}).get("uid")) for p in await self.list_objects("/api/v1/pods")}
+        gone_nodes = [
+            name
+            for name in self.scheduler.cache.node_names()
+            if name not in nodes and self._nodes_seen.get(name, asked - 1) < asked
+        ]
+        gone_pods = [
+            pod
+            for pod in self.scheduler.known_pods()
+            if pod.uid not in pods and self._pods_seen.get(pod.uid, asked - 1) < asked
+        ]
+        for pod in gone_pods:
+            self.scheduler.delete_pod(pod.raw)
+            self.pod_gone(pod.uid)
+        for name in gone_nodes:
+            self.scheduler.delete_node(name)
+            self.node_gone(name)
+        if gone_pods or gone_nodes:
+            log.info("resync: dropped %d pods, %d nodes deleted unwatched", len(gone_pods), len(gone_nodes))
+        return len(gone_pods), len(gone_nodes)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

@@ -1,0 +1,132 @@
+"""Resync: after a watch lists again, pods and nodes deleted while nobody watched are dropped; what the
+list has, or what was heard of after the list was asked for, stays."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kopf_scheduler.api.profile import ProfileSpec
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.resync import Resync
+from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.testing import make_node, make_pod
+
+
+class _Client:
+    async def bind(self, pod: PodInfo, node_name: str) -> None: ...
+
+    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
+
+    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None: ...
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Cluster:
+    """What a LIST returns; ``during_list`` runs while the list is in flight (an event arriving then)."""
+
+    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+        self.nodes, self.pods = nodes, pods
+        self.during_list: Any = None
+
+    async def list_objects(self, path: str) -> list[dict[str, Any]]:
+        if self.during_list is not None:
+            self.during_list()
+            self.during_list = None
+        return self.nodes if path == "/api/v1/nodes" else self.pods
+
+
+def _setup() -> tuple[Scheduler, dict[str, dict[str, Any]]]:
+    scheduler = Scheduler(_Client())
+    scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))
+    objects = {
+        "n1": make_node().name("n1").obj(),
+        "n2": make_node().name("n2").obj(),
+        "running": make_pod().name("running").req(cpu="1").node("n1").obj(),
+        "stale": make_pod().name("stale").req(cpu="1").node("n1").obj(),
+        "pending": make_pod().name("pending").scheduler_name("kopf-scheduler").obj(),
+        "pending-stale": make_pod().name("pending-stale").scheduler_name("kopf-scheduler").obj(),
+    }
+    for name in ("n1", "n2"):
+        scheduler.add_node(objects[name])
+    for name in ("running", "stale", "pending", "pending-stale"):
+        scheduler.add_pod(objects[name])
+    return scheduler, objects
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["uid"])
+
+
+async def test_objects_missing_from_the_list_are_dropped() -> None:
+    scheduler, objects = _setup()
+    cluster = _Cluster([objects["n1"]], [objects["running"], objects["pending"]])
+    clock = _Clock()
+    resync = Resync(scheduler, cluster.list_objects, clock=clock)
+    clock.now = 200.0
+    assert await resync.reconcile() == (2, 1)
+    assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
+    assert scheduler.cache.node_info("n1") is not None and scheduler.cache.node_info("n2") is None
+    assert scheduler.cache.node_info("n1").requested.get("cpu") == 1000  # the stale pod no longer counts
+    assert _uid(objects["pending-stale"]) not in scheduler.queue
+    assert _uid(objects["pending"]) in scheduler.queue
+    assert scheduler.cache.get_pod(_uid(objects["running"])) is not None
+
+
+async def test_what_is_heard_of_after_the_list_was_asked_for_stays() -> None:
+    scheduler, objects = _setup()
+    cluster = _Cluster([objects["n1"]], [objects["running"], objects["pending"]])
+    clock = _Clock()
+    resync = Resync(scheduler, cluster.list_objects, clock=clock)
+    created = make_pod().name("created").scheduler_name("kopf-scheduler").obj()
+
+    def created_while_listing() -> None:  # created after the list's snapshot: the list lacks it
+        clock.now += 1
+        resync.pod_seen(_uid(created), listed=False)
+        scheduler.add_pod(created)
+        resync.node_seen("n2", listed=False)
+
+    cluster.during_list = created_while_listing
+    assert await resync.reconcile() == (2, 0)
+    assert _uid(created) in scheduler.queue
+    assert scheduler.cache.node_info("n2") is not None
+
+
+async def test_a_listing_is_followed_by_one_reconciliation_once_it_is_quiet() -> None:
+    scheduler, objects = _setup()
+    calls: list[str] = []
+    cluster = _Cluster([objects["n1"], objects["n2"]], [objects["running"], objects["pending"]])
+
+    async def counting(path: str) -> list[dict[str, Any]]:
+        calls.append(path)
+        return await cluster.list_objects(path)
+
+    resync = Resync(scheduler, counting, quiet=0.05)
+    for name in ("running", "pending"):
+        resync.pod_seen(_uid(objects[name]), listed=True)
+        await asyncio.sleep(0.02)
+    assert calls == []  # still listing
+    await asyncio.sleep(0.2)
+    assert calls == ["/api/v1/nodes", "/api/v1/pods"]
+    assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
+    await resync.stop()
+
+
+async def test_a_failed_list_drops_nothing() -> None:
+    scheduler, objects = _setup()
+
+    async def failing(path: str) -> list[dict[str, Any]]:
+        raise RuntimeError("connection refused")
+
+    resync = Resync(scheduler, failing, quiet=0.01)
+    resync.pod_seen(_uid(objects["running"]), listed=True)
+    await asyncio.sleep(0.1)
+    assert len(scheduler.known_pods()) == 4
+    await resync.stop()
