@@ -87,7 +87,8 @@ class SchedulerService:
         self.leading = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self.heap = HeapSettler()
-        self.resync = Resync(self.scheduler, self.client.list_objects)
+        # small pages: decoding one is a short pause of the loop, not a long one
+        self.resync = Resync(self.scheduler, lambda path: self.client.list_objects(path, page_size=100))
         self._loop_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
