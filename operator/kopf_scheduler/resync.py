@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -87,12 +88,12 @@ class Resync:
         gone_nodes = [
             name
             for name in self.scheduler.cache.node_names()
-            if name not in nodes and self._nodes_seen.get(name, asked - 1) < asked
+            if name not in nodes and self._nodes_seen.get(name, -math.inf) < asked
         ]
         gone_pods = [
             pod
             for pod in self.scheduler.known_pods()
-            if pod.uid not in pods and self._pods_seen.get(pod.uid, asked - 1) < asked
+            if pod.uid not in pods and self._pods_seen.get(pod.uid, -math.inf) < asked
         ]
         for pod in gone_pods:
             self.scheduler.delete_pod(pod.raw)

@@ -172,10 +172,10 @@ class SchedulerService:
                 await task
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.scheduler.wait_for_bindings(), timeout=5)
+        await self.resync.stop()  # before the client closes: it may be listing
         await self.scheduler.close_extenders()
         await self.client.close()
         await self.heap.stop()
-        await self.resync.stop()
 
     # -- watch events (from the handlers) --------------------------------------------------------------
     # ``kind`` None: the object comes from a (re-)listing of the watch, which ``resync`` follows up on.

@@ -59,7 +59,6 @@ from kopf_scheduler.framework.status import Code, Status, error
 P = TypeVar("P", bound=Plugin)
 
 
-_SUCCESS = Code.SUCCESS
 #: the smallest number of candidates filtered at once
 MIN_FILTER_CHUNK = 256
 
@@ -127,14 +126,12 @@ class NodeStatuses:
         for i, row in enumerate(rows):
             node = infos[row]
             status = run_chain(group.earlier, state, pod, node) if group.earlier else None
-            if status is None:
-                if verdicts is None:
-                    status = run_chain((plugin,), state, pod, node)
-                else:
-                    found = verdicts[i]
-                    status = tagged.get(found) if found is not None else None
-                    if status is None and found is not None:
-                        status = tagged[found] = found.with_plugin(plugin.name)
+            if status is None and verdicts is None:
+                status = run_chain((plugin,), state, pod, node)
+            elif status is None and (found := verdicts[i]) is not None:
+                status = tagged.get(found)
+                if status is None:  # one tagged status per distinct verdict, shared by its nodes
+                    status = tagged[found] = found.with_plugin(plugin.name)
             if status is None:  # a vector form disagreed with its per-node form: a plugin bug
                 status = error(f"vectorised filter {plugin.name!r} rejected a node its filter accepts")
             self.known[node.name] = status
@@ -331,7 +328,7 @@ class Framework:
                 status = plugin.filter(state, pod, node)
             except Exception as e:
                 return _call_error(plugin, "Filter", e)
-            if status is not None and status.code is not _SUCCESS:
+            if status is not None and not status.is_success:
                 return status.with_plugin(plugin.name)
         return None
 
