@@ -25,7 +25,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # Kopf would post a Kubernetes event for every handler log line; the scheduler posts its own events.
     settings.posting.level = logging.WARNING
     # One line per watch event ("Handler 'pod_event' succeeded") is noise at thousands of pods per second.
