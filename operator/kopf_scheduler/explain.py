@@ -1,5 +1,6 @@
 """Explanations of scheduling decisions (``simulate --explain``): for every node, the filter verdict
-(plugin and reason) and each score plugin's raw, normalised and weighted score.
+(plugin and reason) and each score plugin's raw, normalised and weighted score; for a pod that got
+PodTopologySpread's default constraints, which ones and from which Services and controllers.
 
 Built only when asked for; nothing here runs on the normal path.
 """
@@ -10,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.plugins.names import POD_TOPOLOGY_SPREAD
+from kopf_scheduler.plugins.pod_topology_spread import PodTopologySpread
+from kopf_scheduler.plugins.pod_topology_spread.default_selector import default_selection
 
 if TYPE_CHECKING:
     from kopf_scheduler.schedule_one import ScheduleResult
@@ -32,7 +36,48 @@ def _verdicts(sched: Scheduler, diagnosis: Diagnosis | None) -> dict[str, dict[s
     return nodes
 
 
+def default_spreading(sched: Scheduler, pod: PodInfo) -> dict[str, Any] | None:
+    """The default topology spread constraints ``pod`` got under its profile, with the objects its
+    selector came from; None when it has its own constraints or got none."""
+    framework = sched.profiles.get(pod.scheduler_name)
+    plugin = framework.plugins.get(POD_TOPOLOGY_SPREAD) if framework is not None else None
+    if not isinstance(plugin, PodTopologySpread) or pod.topology_spread_constraints:
+        return None
+    constraints = [
+        {"topologyKey": c.topology_key, "maxSkew": c.max_skew, "whenUnsatisfiable": action}
+        for action, found in (
+            ("DoNotSchedule", plugin.hard_constraints(pod)),
+            ("ScheduleAnyway", plugin.soft_constraints(pod)),
+        )
+        for c in found
+    ]
+    if not constraints:
+        return None
+    selection = default_selection(sched.objects, pod)
+    selector = selection.selector.requirements if selection.selector is not None else ()
+    return {
+        "constraints": constraints,
+        "selector": ",".join(
+            f"{r.key}={next(iter(r.values))}"
+            if r.operator == "In" and len(r.values) == 1
+            else f"{r.key} {r.operator} ({','.join(sorted(r.values))})".replace(" ()", "")
+            for r in selector
+        ),
+        "from": list(selection.sources),
+    }
+
+
+def _with_defaults(sched: Scheduler, pod: PodInfo, nodes: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"nodes": nodes}
+    defaults = default_spreading(sched, pod)
+    if defaults is not None:
+        out["defaultSpreading"] = defaults
+    return out
+
+
 def explain_success(sched: Scheduler, pod: PodInfo, result: ScheduleResult) -> dict[str, Any]:
+    """``{"nodes": {name: verdict and scores}, "defaultSpreading": {...}}`` (the latter only when the pod
+    got default constraints)."""
     nodes = _verdicts(sched, result.diagnosis)
     if result.rows is not None and result.totals is not None:
         infos = sched.snapshot.node_infos
@@ -52,11 +97,11 @@ def explain_success(sched: Scheduler, pod: PodInfo, result: ScheduleResult) -> d
     else:
         entry = nodes[result.host]
         entry.pop("examined", None)
-    return nodes
+    return _with_defaults(sched, pod, nodes)
 
 
 def explain_failure(sched: Scheduler, pod: PodInfo, fit_error: FitError) -> dict[str, Any]:
-    return _verdicts(sched, fit_error.diagnosis)
+    return _with_defaults(sched, pod, _verdicts(sched, fit_error.diagnosis))
 
 
-__all__ = ["explain_failure", "explain_success"]
+__all__ = ["default_spreading", "explain_failure", "explain_success"]

@@ -2,10 +2,11 @@
 
 A watch that starts over lists its objects again, but an object deleted while nobody watched is simply
 absent from that list: no DELETED event ever comes, and the scheduler would keep a pod that no longer
-exists (its requests still counted on its node) or a node that is gone. The same gap exists between the
-scheduler's own start-up lists and the first lists of the watches. So, once a listing has been quiet for
-``quiet`` seconds, the scheduler lists pods and nodes itself and drops every one it holds that is neither
-in that list nor heard of since the list was asked for.
+exists (its requests still counted on its node), a node that is gone, or a Service whose selector still
+spreads pods. The same gap exists between the scheduler's own start-up lists and the first lists of the
+watches. So, once a listing has been quiet for ``quiet`` seconds, the scheduler lists pods, nodes and every
+other kind it watches itself, and drops every object it holds that is neither in that list nor heard of
+since the list was asked for.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kopf_scheduler.framework.objects import ObjectKind, object_key
 from kopf_scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,8 @@ class Resync:
         #: the last time an event about each pod (by uid) and node (by name) was received
         self._pods_seen: dict[str, float] = {}
         self._nodes_seen: dict[str, float] = {}
+        #: the same for the other kinds, by kind and (namespace, name)
+        self._objects_seen: dict[ObjectKind[Any], dict[tuple[str, str], float]] = {}
         self._due: float | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -64,6 +68,14 @@ class Resync:
     def node_gone(self, name: str) -> None:
         self._nodes_seen.pop(name, None)
 
+    def object_seen(self, kind: ObjectKind[Any], key: tuple[str, str], listed: bool) -> None:
+        self._objects_seen.setdefault(kind, {})[key] = self.clock()
+        if listed:
+            self._listing()
+
+    def object_gone(self, kind: ObjectKind[Any], key: tuple[str, str]) -> None:
+        self._objects_seen.get(kind, {}).pop(key, None)
+
     def _listing(self) -> None:
         self._due = self.clock() + self.quiet
         if self._task is None or self._task.done():
@@ -79,9 +91,9 @@ class Resync:
             log.warning("resync after a watch listing failed: %s", e)
 
     # -- the reconciliation -----------------------------------------------------------------------------
-    async def reconcile(self) -> tuple[int, int]:
-        """Lists nodes and pods; drops the ones held but neither listed nor heard of since the list was
-        asked for. Returns how many pods and nodes were dropped."""
+    async def reconcile(self) -> tuple[int, int, int]:
+        """Lists nodes, pods and the other watched kinds; drops the ones held but neither listed nor heard
+        of since the list was asked for. Returns how many pods, nodes and other objects were dropped."""
         asked = self.clock()
         nodes = {str((n.get("metadata") or {}).get("name")) for n in await self.list_objects("/api/v1/nodes")}
         pods = {str((p.get("metadata") or {}).get("uid")) for p in await self.list_objects("/api/v1/pods")}
@@ -101,9 +113,33 @@ class Resync:
         for name in gone_nodes:
             self.scheduler.delete_node(name)
             self.node_gone(name)
-        if gone_pods or gone_nodes:
-            log.info("resync: dropped %d pods, %d nodes deleted unwatched", len(gone_pods), len(gone_nodes))
-        return len(gone_pods), len(gone_nodes)
+        gone_objects = 0
+        for kind in self.scheduler.objects.kinds:
+            gone_objects += await self._reconcile_kind(kind, asked)
+        if gone_pods or gone_nodes or gone_objects:
+            log.info(
+                "resync: dropped %d pods, %d nodes, %d other objects deleted unwatched",
+                len(gone_pods),
+                len(gone_nodes),
+                gone_objects,
+            )
+        return len(gone_pods), len(gone_nodes), gone_objects
+
+    async def _reconcile_kind(self, kind: ObjectKind[Any], asked: float) -> int:
+        listed = set()
+        for raw in await self.list_objects(kind.list_path):
+            with contextlib.suppress(ValueError):  # unreadable: never stored, so nothing to keep
+                listed.add(object_key(raw, kind.namespaced))
+        seen = self._objects_seen.get(kind, {})
+        gone = [
+            key
+            for key in self.scheduler.objects.store(kind).names()
+            if key not in listed and seen.get(key, -math.inf) < asked
+        ]
+        for namespace, name in gone:
+            self.scheduler.delete_object(kind, namespace, name)
+            self.object_gone(kind, (namespace, name))
+        return len(gone)
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -23,15 +23,17 @@ from typing import Any
 from kopf_scheduler.api.extenders import ignored_resources
 from kopf_scheduler.api.profile import PluginSet, ProfileSpec
 from kopf_scheduler.backend.cache import Cache, Snapshot
+from kopf_scheduler.backend.objects import ClusterObjects
 from kopf_scheduler.backend.queue import SchedulingQueue
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.diagnosis import FitError
 from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget, DisruptionBudgets
 from kopf_scheduler.framework.eager import run_eagerly
-from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE
+from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE, OBJECT_EVENTS, Action
 from kopf_scheduler.framework.extenders import ExtenderTransport
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
+from kopf_scheduler.framework.objects import WATCHED_KINDS, ObjectKind, ObjectParseError
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodInfo
 from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework
@@ -115,6 +117,8 @@ class Scheduler:
         self.snapshot = Snapshot()
         #: PodDisruptionBudgets, read by preemption through every profile's handle
         self.disruption_budgets = DisruptionBudgets()
+        #: Namespaces, Services, controllers, ...: read by plugins through ``handle.objects``
+        self.objects = ClusterObjects(WATCHED_KINDS)
         self.queue = SchedulingQueue(
             PrioritySort(),
             self.profiles.get,
@@ -151,6 +155,7 @@ class Scheduler:
             clock=self.clock,
             nominator=self.queue,
             extender_transport=self.extender_transport,
+            objects=self.objects,
         )
         framework.rng = self.rng
         framework.disruption_budgets = self.disruption_budgets
@@ -292,6 +297,23 @@ class Scheduler:
     def delete_pdb(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         self.disruption_budgets.delete(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+
+    # -- other cluster objects (framework.objects.WATCHED_KINDS) ----------------------------------------
+    def update_object(self, kind: ObjectKind[Any], raw: Mapping[str, Any]) -> None:
+        """An object of ``kind`` was added or changed: stored, and pods its change may help are requeued."""
+        try:
+            old, new = self.objects.store(kind).upsert(raw)
+        except ObjectParseError as e:
+            name = (raw.get("metadata") or {}).get("name") if isinstance(raw, Mapping) else None
+            log.warning("ignoring %s %s: %s", kind, name, e)
+            return
+        action = Action.ADD if old is None else Action.UPDATE
+        self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, action], old, new)
+
+    def delete_object(self, kind: ObjectKind[Any], namespace: str, name: str) -> None:
+        old = self.objects.store(kind).delete(namespace, name)
+        if old is not None:
+            self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, Action.DELETE], old, None)
 
     # -- the loop --------------------------------------------------------------------------------------
     def schedule_one(self, qp: QueuedPodInfo) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
+from kopf_scheduler.framework.objects import ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.heap import HeapSettler
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, load_connection
 from kopf_scheduler.metrics import SchedulerMetrics
@@ -113,10 +114,14 @@ class SchedulerService:
             await self._started_leading()
 
     async def _initial_sync(self) -> None:
-        """Lists nodes, pods and profiles before the first decision (watch events then only update)."""
+        """Lists profiles, PDBs, the other watched kinds, nodes and pods before the first decision (watch
+        events then only update)."""
         await self.profiles.load(await self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{PLURAL}"))
         for pdb in await self.client.list_objects("/apis/policy/v1/poddisruptionbudgets"):
             self.scheduler.update_pdb(pdb)
+        for kind in self.scheduler.objects.kinds:
+            for obj in await self.client.list_objects(kind.list_path):
+                self.scheduler.update_object(kind, obj)
         nodes = await self.client.list_objects("/api/v1/nodes")
         for node in nodes:
             self.scheduler.add_node(node)
@@ -196,6 +201,20 @@ class SchedulerService:
         else:
             self.resync.pod_seen(uid, listed=kind is None)
             self.scheduler.update_pod(None, obj)
+
+    def object_event(self, kind: ObjectKind[Any], event: str | None, obj: Mapping[str, Any]) -> None:
+        """A watch event of one of the other kinds the scheduler reads (``framework.objects``)."""
+        try:
+            key = object_key(obj, kind.namespaced)
+        except ObjectParseError as e:
+            log.warning("ignoring a %s event: %s", kind, e)
+            return
+        if event == "DELETED":
+            self.resync.object_gone(kind, key)
+            self.scheduler.delete_object(kind, *key)
+        else:
+            self.resync.object_seen(kind, key, listed=event is None)
+            self.scheduler.update_object(kind, obj)
 
     def pdb_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         if kind == "DELETED":

@@ -20,6 +20,11 @@ class Resource(enum.Enum):
     POD = "Pod"  # an unscheduled pod (the pod itself, or another pending pod)
     ASSIGNED_POD = "AssignedPod"
     NODE = "Node"
+    NAMESPACE = "Namespace"
+    SERVICE = "Service"
+    REPLICATION_CONTROLLER = "ReplicationController"
+    REPLICA_SET = "ReplicaSet"
+    STATEFUL_SET = "StatefulSet"
     WILDCARD = "*"
 
 
@@ -37,6 +42,8 @@ class Action(enum.Flag):
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = enum.auto()
     UPDATE_POD_GENERATED_RESOURCE_CLAIM = enum.auto()
     UPDATE_POD_OTHER = enum.auto()
+    #: any update of an object that is neither a pod nor a node (upstream's plain ``Update``)
+    UPDATE = enum.auto()
 
     @classmethod
     def update(cls) -> Action:
@@ -80,3 +87,12 @@ EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, Action.all(), "Uns
 EVENT_NODE_ADD = ClusterEvent(Resource.NODE, Action.ADD, "NodeAdd")
 EVENT_ASSIGNED_POD_ADD = ClusterEvent(Resource.ASSIGNED_POD, Action.ADD, "AssignedPodAdd")
 EVENT_ASSIGNED_POD_DELETE = ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE, "AssignedPodDelete")
+
+_OBJECT_ACTIONS = {Action.ADD: "Add", Action.UPDATE: "Update", Action.DELETE: "Delete"}
+#: the add, update and delete events of every resource other than pods and nodes (shared constants)
+OBJECT_EVENTS: dict[tuple[Resource, Action], ClusterEvent] = {
+    (resource, action): ClusterEvent(resource, action, resource.value + label)
+    for resource in Resource
+    if resource not in (Resource.POD, Resource.ASSIGNED_POD, Resource.NODE, Resource.WILDCARD)
+    for action, label in _OBJECT_ACTIONS.items()
+}

@@ -12,6 +12,7 @@ from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.extenders import HTTPExtender
 from kopf_scheduler.framework.interface import SnapshotLister
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.objects import ClusterListers
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status
 
@@ -48,6 +49,9 @@ class Handle(Protocol):
     client: ClusterClient
     #: the scheduler's random source (seeded in simulations): plugins draw from it, never from ``random``
     rng: random.Random
+    #: listers of the cluster objects besides pods and nodes (Namespaces, Services, controllers, ...);
+    #: available from the plugin's construction on
+    objects: ClusterListers
 
     def snapshot(self) -> SnapshotLister: ...
 

@@ -6,6 +6,6 @@ finalizes a Pod or a Node. Run in module mode: ``kopf run -m kopf_scheduler.hand
 (or ``kopf-scheduler run``).
 """
 
-from kopf_scheduler.handlers import disruption_budgets, lifecycle, nodes, pods, profiles
+from kopf_scheduler.handlers import cluster_objects, disruption_budgets, lifecycle, nodes, pods, profiles
 
-__all__ = ["disruption_budgets", "lifecycle", "nodes", "pods", "profiles"]
+__all__ = ["cluster_objects", "disruption_budgets", "lifecycle", "nodes", "pods", "profiles"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from kopf_scheduler.simulate.run import simulate
 
     cluster = load_cluster(args.cluster)
+    for line in cluster.warnings():
+        print(line, file=sys.stderr)
     profiles = load_profiles(args.profile)
     if not cluster.nodes and not cluster.pending_pods:
         raise UsageError(f"no Node or Pod objects found in {', '.join(map(str, args.cluster))}")

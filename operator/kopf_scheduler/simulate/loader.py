@@ -1,7 +1,11 @@
 """Reads plain Kubernetes YAML (files or folders, multi-document, ``kind: List``) into nodes, pods,
-PodDisruptionBudgets and SchedulingProfiles, checking every object up front so that bad input ends with
-one line that names the file, the object and the field. PriorityClasses resolve the pods' priorities and
-budgets without a status get one, as the API server would have done (``simulate.admission``)."""
+PodDisruptionBudgets, the other kinds the scheduler reads (Namespaces, Services, ReplicaSets,
+StatefulSets, ReplicationControllers: ``framework.objects.WATCHED_KINDS``) and SchedulingProfiles,
+checking every object up front so that bad input ends with one line that names the file, the object and
+the field. PriorityClasses resolve the pods' priorities and budgets without a status get one, as the API
+server would have done (``simulate.admission``); every namespace gets the ``kubernetes.io/metadata.name``
+label the API server puts on it, and a namespace that objects use but no file defines exists as it would
+in a cluster. Objects of other kinds are counted in ``ClusterInput.ignored``, never dropped silently."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
+from kopf_scheduler.framework.objects import NAMESPACES, WATCHED_KINDS, ObjectKind, ObjectParseError
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError
 from kopf_scheduler.simulate.admission import (
     SYSTEM_PRIORITY_CLASSES,
@@ -40,6 +45,18 @@ class ClusterInput:
     pending_pods: list[dict[str, Any]] = field(default_factory=list)
     #: PodDisruptionBudgets (policy/v1), each with a status
     pdbs: list[dict[str, Any]] = field(default_factory=list)
+    #: objects of the other kinds the scheduler reads, in file order (namespaces first)
+    objects: list[tuple[ObjectKind[Any], dict[str, Any]]] = field(default_factory=list)
+    #: kinds simulate does not read -> how many objects of that kind the input had
+    ignored: dict[str, int] = field(default_factory=dict)
+
+    def warnings(self) -> list[str]:
+        """One line per kind of object that was not read."""
+        return [
+            f"warning: ignored {count} {kind} object{'s' if count != 1 else ''}"
+            " (not a kind the scheduler reads)"
+            for kind, count in sorted(self.ignored.items())
+        ]
 
 
 def _files(path: Path) -> list[Path]:
@@ -52,7 +69,12 @@ def _files(path: Path) -> list[Path]:
 
 def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not a text file (expected UTF-8 YAML or JSON)") from None
+    except OSError as e:
+        raise UsageError(f"{path}: {e.strerror}") from None
+    try:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -80,9 +102,32 @@ def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
 def _describe(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     name = meta.get("name") or "<unnamed>"
-    if obj.get("kind") in ("Pod", "PodDisruptionBudget"):
+    if obj.get("kind") in _NAMESPACED:
         return f"{obj.get('kind')} {meta.get('namespace') or 'default'}/{name}"
     return f"{obj.get('kind')} {name}"
+
+
+_KINDS = {kind.kind: kind for kind in WATCHED_KINDS}
+_NAMESPACED = {"Pod", "PodDisruptionBudget"} | {k.kind for k in WATCHED_KINDS if k.namespaced}
+_READ = {"Node", "Pod", "PodDisruptionBudget", "PriorityClass", *_KINDS}
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def _with_namespaces(cluster: ClusterInput, used: set[str]) -> None:
+    """Namespaces first, each labelled with its name as the API server labels it; the ones objects use
+    but no file defines are added."""
+    defined = [obj for kind, obj in cluster.objects if kind is NAMESPACES]
+    names = {obj["metadata"]["name"] for obj in defined}
+    implied = [_namespace(name) for name in sorted(used - names)]
+    for obj in (*defined, *implied):
+        labels = obj["metadata"].get("labels") or {}
+        obj["metadata"]["labels"] = {**labels, NAMESPACE_NAME_LABEL: obj["metadata"]["name"]}
+    others = [(kind, obj) for kind, obj in cluster.objects if kind is not NAMESPACES]
+    cluster.objects = [(NAMESPACES, obj) for obj in (*defined, *implied)] + others
 
 
 def load_cluster(paths: list[Path]) -> ClusterInput:
@@ -90,11 +135,14 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
     seen: set[tuple[str, str, str]] = set()
     classes = builtin_priority_classes()
     pods: list[tuple[str, dict[str, Any]]] = []
+    used_namespaces = {"default"}
     for root in paths:
         for path in _files(root):
             for where, raw in _documents(path):
                 kind = raw.get("kind")
-                if kind not in ("Node", "Pod", "PodDisruptionBudget", "PriorityClass"):
+                if kind not in _READ:
+                    label = str(kind) if kind else "<no kind>"
+                    cluster.ignored[label] = cluster.ignored.get(label, 0) + 1
                     continue
                 obj: dict[str, Any] = copy.deepcopy(dict(raw))
                 meta = obj.setdefault("metadata", {})
@@ -107,8 +155,9 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
                         raise UsageError(f"{where}: {_describe(obj)}: defined twice")
                     classes[priority_class.name] = priority_class
                     continue
-                if kind in ("Pod", "PodDisruptionBudget"):
+                if kind in _NAMESPACED:
                     meta.setdefault("namespace", "default")
+                    used_namespaces.add(str(meta["namespace"]))
                 if kind == "Pod":
                     meta.setdefault("uid", f"sim-{meta['namespace']}-{meta.get('name')}")
                 ident = (kind, meta.get("namespace", ""), str(meta.get("name")))
@@ -122,10 +171,13 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
                     elif kind == "PodDisruptionBudget":
                         DisruptionBudget.parse(obj)
                         cluster.pdbs.append(obj)
+                    elif kind in _KINDS:
+                        _KINDS[kind].parse(obj)
+                        cluster.objects.append((_KINDS[kind], obj))
                     else:
                         PodInfo(obj)
                         pods.append((where, obj))
-                except (NodeParseError, PodParseError, BudgetParseError) as e:
+                except (NodeParseError, PodParseError, BudgetParseError, ObjectParseError) as e:
                     raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
     for where, pod in pods:
         try:
@@ -140,6 +192,7 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
             default_disruptions_allowed(pdb, (p for _, p in pods))
         except AdmissionError as e:
             raise UsageError(f"{_describe(pdb)}: {e}") from None
+    _with_namespaces(cluster, used_namespaces)
     return cluster
 
 

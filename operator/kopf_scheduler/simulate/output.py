@@ -3,7 +3,8 @@
 JSON: ``{"pods": [{"namespace", "name", "node", "message"}, ...], "summary": {...}}``; a pod nominated by
 preemption also carries ``"nominatedNode"`` and the ``"victims"`` it preempted (``namespace/name``); a pod
 of the input preempted after it was scheduled carries ``"preemptedBy"``; with explain, each pod also
-carries ``"nodes": {name: {"filter", "scores", "total"}}``.
+carries ``"nodes": {name: {"filter", "scores", "total"}}``, and a pod that got PodTopologySpread's default
+constraints ``"defaultSpreading": {"constraints", "selector", "from"}``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def as_document(result: SimulationResult, explain: bool) -> dict[str, Any]:
         if outcome is not None and outcome.preempted_by:
             entry["preemptedBy"] = outcome.preempted_by
         if explain:
-            entry["nodes"] = result.explanations.get(uid, {})
+            explained = result.explanations.get(uid, {})
+            entry["nodes"] = explained.get("nodes", {})
+            if "defaultSpreading" in explained:
+                entry["defaultSpreading"] = explained["defaultSpreading"]
         scheduled += node is not None
         pods.append(entry)
     summary = {
@@ -82,6 +86,16 @@ def _table(doc: dict[str, Any], explain: bool) -> str:
         for pod in doc["pods"]:
             lines.append("")
             lines.append(f"{pod['namespace']}/{pod['name']} -> {pod['node'] or 'unschedulable'}")
+            defaults = pod.get("defaultSpreading")
+            if defaults:
+                spread = "; ".join(
+                    f"{c['topologyKey']} maxSkew {c['maxSkew']} {c['whenUnsatisfiable']}"
+                    for c in defaults["constraints"]
+                )
+                lines.append(
+                    f"  default spreading ({spread}) over pods matching {defaults['selector']}"
+                    f" from {', '.join(defaults['from'])}"
+                )
             for name, node in pod["nodes"].items():
                 verdict = node["filter"]
                 if verdict is not None:

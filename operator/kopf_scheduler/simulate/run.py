@@ -47,7 +47,7 @@ async def simulate(
         sim,
         clock=clock,
         rng=random.Random(seed),
-        explain=(lambda pod, nodes: explanations.__setitem__(pod.uid, nodes)) if explain else None,
+        explain=(lambda pod, found: explanations.__setitem__(pod.uid, found)) if explain else None,
     )
     sim.on_update = sched.update_pod
     sim.on_delete = sched.delete_pod
@@ -65,6 +65,8 @@ async def simulate(
 
     for pdb in cluster.pdbs:
         sched.add_pdb(pdb)
+    for kind, obj in cluster.objects:
+        sched.update_object(kind, obj)
     for node in cluster.nodes:
         sched.add_node(node)
     for pod in cluster.bound_pods:

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from kopf_scheduler.api.profile import ProfileSpec
+from kopf_scheduler.framework.objects import NAMESPACES, SERVICES, WATCHED_KINDS
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.resync import Resync
 from kopf_scheduler.scheduler import Scheduler
@@ -32,15 +33,26 @@ class _Clock:
 class _Cluster:
     """What a LIST returns; ``during_list`` runs while the list is in flight (an event arriving then)."""
 
-    def __init__(self, nodes: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        nodes: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+        others: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.nodes, self.pods = nodes, pods
+        #: other kinds by collection path
+        self.others = others or {}
         self.during_list: Any = None
 
     async def list_objects(self, path: str) -> list[dict[str, Any]]:
         if self.during_list is not None:
             self.during_list()
             self.during_list = None
-        return self.nodes if path == "/api/v1/nodes" else self.pods
+        if path == "/api/v1/nodes":
+            return self.nodes
+        if path == "/api/v1/pods":
+            return self.pods
+        return self.others.get(path, [])
 
 
 def _setup() -> tuple[Scheduler, dict[str, dict[str, Any]]]:
@@ -71,7 +83,7 @@ async def test_objects_missing_from_the_list_are_dropped() -> None:
     clock = _Clock()
     resync = Resync(scheduler, cluster.list_objects, clock=clock)
     clock.now = 200.0
-    assert await resync.reconcile() == (2, 1)
+    assert await resync.reconcile() == (2, 1, 0)
     assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
     assert scheduler.cache.node_info("n1") is not None and scheduler.cache.node_info("n2") is None
     assert scheduler.cache.node_info("n1").requested.get("cpu") == 1000  # the stale pod no longer counts
@@ -94,7 +106,7 @@ async def test_what_is_heard_of_after_the_list_was_asked_for_stays() -> None:
         resync.node_seen("n2", listed=False)
 
     cluster.during_list = created_while_listing
-    assert await resync.reconcile() == (2, 0)
+    assert await resync.reconcile() == (2, 0, 0)
     assert _uid(created) in scheduler.queue
     assert scheduler.cache.node_info("n2") is not None
 
@@ -114,7 +126,7 @@ async def test_a_listing_is_followed_by_one_reconciliation_once_it_is_quiet() ->
         await asyncio.sleep(0.02)
     assert calls == []  # still listing
     await asyncio.sleep(0.2)
-    assert calls == ["/api/v1/nodes", "/api/v1/pods"]
+    assert calls == ["/api/v1/nodes", "/api/v1/pods", *(kind.list_path for kind in WATCHED_KINDS)]
     assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
     await resync.stop()
 
@@ -130,3 +142,33 @@ async def test_a_failed_list_drops_nothing() -> None:
     await asyncio.sleep(0.1)
     assert len(scheduler.known_pods()) == 4
     await resync.stop()
+
+
+def _service(name: str, **selector: str) -> dict[str, Any]:
+    return {
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": selector},
+    }
+
+
+async def test_services_and_namespaces_missing_from_the_list_are_dropped() -> None:
+    scheduler, objects = _setup()
+    scheduler.update_object(SERVICES, _service("kept", app="a"))
+    scheduler.update_object(SERVICES, _service("stale", app="b"))
+    scheduler.update_object(NAMESPACES, {"kind": "Namespace", "metadata": {"name": "gone"}})
+    cluster = _Cluster(
+        [objects["n1"], objects["n2"]],
+        [objects[name] for name in ("running", "stale", "pending", "pending-stale")],
+        {"/api/v1/services": [_service("kept", app="a")], "/api/v1/namespaces": []},
+    )
+    clock = _Clock()
+    resync = Resync(scheduler, cluster.list_objects, clock=clock)
+    # heard of after the list was asked for: a watch event racing the list keeps the object
+    cluster.during_list = lambda: resync.object_seen(SERVICES, ("default", "late"), listed=False)
+    scheduler.update_object(SERVICES, _service("late", app="c"))
+    clock.now = 200.0
+    assert await resync.reconcile() == (0, 0, 2)
+    services = scheduler.objects.of(SERVICES)
+    assert sorted(s.name for s in services.list("default")) == ["kept", "late"]
+    assert scheduler.objects.of(NAMESPACES).get("", "gone") is None

@@ -16,6 +16,7 @@ from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, Resource
 from kopf_scheduler.framework.interface import QueueingHint
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.objects import Namespace
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error
 from kopf_scheduler.plugins import inter_pod_affinity as ipa
@@ -968,6 +969,7 @@ def test_events_registered() -> None:
         (Resource.ASSIGNED_POD, Action.ADD | Action.UPDATE_POD_LABEL | Action.DELETE),
         (Resource.POD, Action.UPDATE_POD_LABEL),
         (Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL),
+        (Resource.NAMESPACE, Action.ADD | Action.UPDATE),
     }
 
 
@@ -981,3 +983,85 @@ def test_vector_filter_matches_per_node_on_subset_of_rows() -> None:
     plugin.pre_filter(state, incoming, snapshot.node_infos)
     rows = np.array([5, 2, 1], dtype=np.int64)
     assert plugin.filter_rows(state, incoming, snapshot.table, rows).tolist() == [False, True, False]
+
+
+def _ns(name: str, **labels: str) -> Namespace:
+    return Namespace(name, labels)
+
+
+TEAM1 = {"matchLabels": {"team": "team1"}}
+NAMESPACE_HINTS = [
+    # (id, pod affinity, pod namespace, old namespace, new namespace, expected)
+    (
+        "affinity-selector-now-picks-namespace",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        _ns("x"),
+        _ns("x", team="team1"),
+        Q,
+    ),
+    (
+        "anti-affinity-selector-no-longer-picks-namespace",
+        affinity(anti=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        _ns("x", team="team1"),
+        _ns("x"),
+        Q,
+    ),
+    (
+        "new-namespace-picked",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        None,
+        _ns("x", team="team1"),
+        Q,
+    ),
+    (
+        "relabelled-but-still-picked",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        _ns("x", team="team1"),
+        _ns("x", team="team1", other="y"),
+        S,
+    ),
+    (
+        "pod-without-namespace-selectors",
+        affinity(required=[term(labels={"app": "db"}, topology="zone")]),
+        "default",
+        _ns("x"),
+        _ns("x", team="team1"),
+        S,
+    ),
+    (
+        "empty-selector-picks-every-namespace-anyway",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector={})]),
+        "default",
+        _ns("x"),
+        _ns("x", team="team1"),
+        S,
+    ),
+    (
+        "own-namespace-relabelled: existing pods' selectors may see it now",
+        affinity(required=[term(labels={"app": "db"}, topology="zone")]),
+        "x",
+        _ns("x"),
+        _ns("x", team="team1"),
+        Q,
+    ),
+    ("labels-unchanged", {}, "x", _ns("x", team="team1"), _ns("x", team="team1"), S),
+]
+
+
+@pytest.mark.parametrize(
+    ("aff", "namespace", "old", "new", "expected"),
+    [c[1:] for c in NAMESPACE_HINTS],
+    ids=[c[0] for c in NAMESPACE_HINTS],
+)
+def test_namespace_change_hint(
+    aff: dict[str, Any], namespace: str, old: Namespace | None, new: Namespace, expected: QueueingHint
+) -> None:
+    plugin = plugin_for(snapshot_of([]))
+    hints = {(r.event.resource, r.event.action): r.hint for r in plugin.events_to_register()}
+    hint = hints[(Resource.NAMESPACE, Action.ADD | Action.UPDATE)]
+    assert hint is not None
+    assert hint(PodInfo(pod(namespace=namespace, aff=aff)), old, new) is expected

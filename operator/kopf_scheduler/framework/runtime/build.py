@@ -23,6 +23,7 @@ from kopf_scheduler.framework.extenders import ExtenderTransport, TLSError, buil
 from kopf_scheduler.framework.handle import PodNominator
 from kopf_scheduler.framework.interface import EXTENSION_POINTS as POINT_TYPES
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, MAX_TOTAL_SCORE, Plugin
+from kopf_scheduler.framework.objects import ClusterListers, NoObjects
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry, RegistryError
 from kopf_scheduler.framework.runtime.waiting_pods import WaitingPods
@@ -31,9 +32,10 @@ from kopf_scheduler.framework.runtime.waiting_pods import WaitingPods
 class _PendingHandle:
     """The handle plugins receive at construction; it forwards to the framework once it exists."""
 
-    def __init__(self, profile_name: str, client: ClusterClient) -> None:
+    def __init__(self, profile_name: str, client: ClusterClient, objects: ClusterListers) -> None:
         self.profile_name = profile_name
         self.client = client
+        self.objects = objects
         self.framework: Framework | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -55,10 +57,13 @@ def build_framework(
     nominator: PodNominator | None = None,
     waiting_pods: WaitingPods | None = None,
     extender_transport: ExtenderTransport | None = None,
+    objects: ClusterListers | None = None,
 ) -> Framework:
-    """``extender_transport``: the HTTP client the profile's extenders share (a new one when None)."""
+    """``extender_transport``: the HTTP client the profile's extenders share (a new one when None);
+    ``objects``: the listers of the scheduler's cluster-object stores (none known when None)."""
     plugin_sets = merge_plugins(defaults, spec.plugins)
-    handle = _PendingHandle(spec.scheduler_name, client)
+    objects = objects if objects is not None else NoObjects()
+    handle = _PendingHandle(spec.scheduler_name, client, objects)
 
     # Which plugins are needed, and where each was first named (for error paths).
     needed: dict[str, tuple[PluginRef, str]] = {}
@@ -150,6 +155,7 @@ def build_framework(
         waiting_pods=waiting_pods or WaitingPods(),
         generation=spec.generation,
         extenders=extenders,
+        objects=objects,
     )
     if nominator is not None:
         framework.nominator = nominator

@@ -52,6 +52,7 @@ from kopf_scheduler.framework.interface import (
     VectorScore,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.objects import ClusterListers, NoObjects
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.waiting_pods import MAX_PERMIT_TIMEOUT, WaitingPod, WaitingPods
 from kopf_scheduler.framework.status import Code, Status, error
@@ -218,6 +219,8 @@ class Framework:
     rng: random.Random = field(default_factory=random.Random)
     #: the cluster's PodDisruptionBudgets (the scheduler's store, shared by its profiles)
     disruption_budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
+    #: the cluster objects besides pods and nodes (the scheduler's stores, shared by its profiles)
+    objects: ClusterListers = field(default_factory=NoObjects)
     #: scheduler extenders, in calling order (``framework.extenders``); with any, the cycle awaits I/O
     extenders: list[HTTPExtender] = field(default_factory=list)
 

@@ -2,10 +2,14 @@
 pods' terms) as a score (upstream ``interpodaffinity/plugin.go``); the work is in ``filtering.py`` and
 ``scoring.py``, the per-node aggregates in ``index.py``.
 
-Namespace selectors are resolved through ``namespaces`` (a ``NamespaceLister``), upstream's namespace
-informer. It defaults to knowing no namespace: a non-empty ``namespaceSelector`` of an incoming pod's term
-then picks no namespace (only ``{}`` picks all), and existing pods' selectors see the incoming pod's
-namespace as having no labels. Assign a lister (``StaticNamespaces`` or one fed by a watch) to change that.
+Namespace selectors are resolved through ``namespaces`` (a ``NamespaceLister``): the scheduler's Namespace
+store (``handle.objects``), upstream's namespace informer. The incoming pod's terms pick the namespaces
+whose labels their selector matches once per cycle; existing pods' terms are matched against the incoming
+pod's namespace labels. A namespace the store does not know has no labels.
+
+Beyond upstream (which registers no Namespace event and leaves such pods to the five-minute flush), a
+Namespace added or relabelled requeues the pods whose required terms select namespaces by label, and the
+pods of that namespace (existing pods' terms may select it now or no longer).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.objects import NAMESPACES, Namespace
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins import names
@@ -46,6 +51,7 @@ from kopf_scheduler.plugins.inter_pod_affinity.filtering import (
 from kopf_scheduler.plugins.inter_pod_affinity.index import ClusterIndex
 from kopf_scheduler.plugins.inter_pod_affinity.scoring import PreScoreState
 from kopf_scheduler.plugins.inter_pod_affinity.terms import (
+    ListedNamespaces,
     NamespaceLister,
     NoNamespaces,
     matches_all,
@@ -197,6 +203,9 @@ class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Vecto
             ClusterEventWithHint(
                 ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL), _node_changed
             ),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.NAMESPACE, Action.ADD | Action.UPDATE), _namespace_changed
+            ),
         ]
 
     def _pod_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
@@ -255,5 +264,31 @@ def _node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
+def _namespace_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """A namespace added or relabelled: it may now (or no longer) be picked by the pod's required terms,
+    or, being the pod's own, by existing pods' terms."""
+    if not isinstance(new, Namespace):
+        return QueueingHint.SKIP
+    before = old.labels if isinstance(old, Namespace) else {}
+    if before == new.labels:
+        return QueueingHint.SKIP
+    if new.name == pod.namespace:
+        return QueueingHint.QUEUE
+    terms = pod_terms(pod)
+    if terms.error:
+        return QueueingHint.QUEUE
+    for term in (*terms.required_affinity, *terms.required_anti):
+        selector = term.namespace_selector
+        if (
+            selector is not None
+            and not selector.empty
+            and selector.matches(before) != selector.matches(new.labels)
+        ):
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
 def new(args: Args, handle: Any) -> InterPodAffinity:
-    return InterPodAffinity(args, handle)
+    objects = getattr(handle, "objects", None)
+    namespaces = ListedNamespaces(objects.of(NAMESPACES)) if objects is not None else None
+    return InterPodAffinity(args, handle, namespaces)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from kopf_scheduler.framework.objects import Namespace, ObjectLister
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.selectors import LabelSelector, SelectorError
 from kopf_scheduler.plugins.inter_pod_affinity.label_syntax import parse_label_selector
@@ -242,3 +243,17 @@ def matches_all(terms: Sequence[AffinityTerm], pod: PodInfo) -> bool:
 def matcher(term: AffinityTerm) -> Callable[[PodInfo], bool]:
     """Whether an existing pod matches one of the incoming pod's (merged) terms."""
     return lambda pod: term.matches(pod, None)
+
+
+class ListedNamespaces:
+    """The namespaces of the scheduler's store (upstream's namespace lister)."""
+
+    def __init__(self, lister: ObjectLister[Namespace]) -> None:
+        self._lister = lister
+
+    def labels(self, name: str) -> Mapping[str, str] | None:
+        found = self._lister.get("", name)
+        return found.labels if found is not None else None
+
+    def names(self) -> Iterable[str]:
+        return [ns.name for ns in self._lister.list()]

@@ -3,9 +3,9 @@
 Hard constraints (``DoNotSchedule``) filter; soft ones (``ScheduleAnyway``) score, with weight 2 in the
 default profile. Pods without constraints get the default constraints (the system ones unless
 ``defaultingType: List``) with a selector deduced from the Services, ReplicationControllers, ReplicaSets
-and StatefulSets selecting or owning them. Without informers for those objects the lookup is an
-injectable function (``default_selector``); the default finds nothing, so default constraints produce no
-constraint at all, as upstream does for a pod nothing selects.
+and StatefulSets selecting or owning them (``default_selector``, read from the handle's object listers),
+so Deployment, StatefulSet and Service pods spread by hostname and zone; a pod nothing selects or owns
+gets no default constraint, as upstream.
 
 Pre-filter returns Skip for pods without hard constraints, pre-score for pods without soft ones (or when
 there are no nodes). Add/remove-pod extensions keep the counts right for nominated pods and preemption.
@@ -55,6 +55,7 @@ from kopf_scheduler.plugins.pod_topology_spread.constraints import (
     own_constraints,
     parse,
 )
+from kopf_scheduler.plugins.pod_topology_spread.default_selector import default_selection
 
 NAME = names.POD_TOPOLOGY_SPREAD
 
@@ -232,4 +233,7 @@ def _taints(node: NodeInfo) -> Any:
 
 
 def new(args: Args, handle: Any) -> PodTopologySpread:
-    return PodTopologySpread(args, handle)
+    objects = getattr(handle, "objects", None)
+    if objects is None:
+        return PodTopologySpread(args, handle)
+    return PodTopologySpread(args, handle, lambda pod: default_selection(objects, pod).selector)
