@@ -36,8 +36,8 @@ lint: venv
 unit: venv
 	$(PY) -m pytest -q tests/unit tests/profiles
 
-# Builds kube-apiserver, kube-scheduler, kubectl and etcd from the Go module proxy into a cache outside
-# the repository (rebuilt only when the pinned versions or the Go version change).
+# Builds kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and etcd from the Go module proxy
+# into a cache outside the repository (rebuilt only when the pinned versions or the Go version change).
 controlplane:
 	hack/controlplane/build.sh
 

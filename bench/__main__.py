@@ -139,6 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             profile=args.profile,
             profile_format=args.profile_format,
             quiet_wait=args.quiet_wait,
+            controller_manager=args.with_controller_manager,
         )
         what = f"{name} ({args.size}{f', {args.latency_rate:g} pods/s' if latency else ''}) {kind}"
         print(f"[{i}/{len(runs)}] {what} ...", flush=True)
@@ -206,6 +207,11 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         default=60.0,
         help="before each run, wait up to this many seconds for other programs to leave the CPUs idle",
+    )
+    run.add_argument(
+        "--with-controller-manager",
+        action="store_true",
+        help="also run kube-controller-manager on each run's cluster (runs left out of RESULTS.md)",
     )
     run.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     run.add_argument("--no-report", action="store_true", help="do not regenerate bench/RESULTS.md")

@@ -3,7 +3,7 @@
 For each (mode, workload, size, scheduler) the newest results file that has it wins; when that file
 holds several repeats, the table shows the median of the complete ones. A run that did not bind every
 pod is shown as INCOMPLETE with how many were bound, never averaged in. Runs with a profiler attached
-(``--profile``) are left out.
+(``--profile``) or a controller manager beside the scheduler (``--with-controller-manager``) are left out.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def load(results_dir: Path) -> tuple[dict[tuple[str, str, str, str], dict[str, A
     for doc in documents:  # later files replace earlier ones
         grouped: dict[tuple[str, str, str, str], list[dict[str, Any]]] = defaultdict(list)
         for run in doc["runs"]:
-            if run.get("profile"):
-                continue  # a profiler was attached: not comparable
+            if run.get("profile") or run.get("controller_manager"):
+                continue  # a profiler or another API client was attached: not comparable
             mode = run.get("mode", "throughput")
             if mode == "latency":
                 mode = f"latency@{run.get('rate', 0):g}"

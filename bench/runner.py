@@ -55,6 +55,8 @@ class RunOptions:
     profile_format: str = "flamegraph"
     #: seconds to wait for the machine to be quiet before a run (0: measure the background only)
     quiet_wait: float = 60.0
+    #: also run kube-controller-manager (its API requests then count as the scheduler's, its CPU as foreign)
+    controller_manager: bool = False
     log: Callable[[str], None] = print
 
 
@@ -226,12 +228,18 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         "pods": measured,
         "complete": False,
         "error": None,
+        "controller_manager": opts.controller_manager,
     }
     record["background_cores_before"] = wait_quiet(opts.quiet_wait)
     record["kopf_scheduler_source"] = source_digest()
     record["loadavg_before"] = _loadavg()
     workdir = Path(tempfile.mkdtemp(prefix="kopf-scheduler-bench-"))
-    cluster = DevCluster(workdir / "cluster", crds_dir=default_crds_dir(), die_with_parent=True)
+    cluster = DevCluster(
+        workdir / "cluster",
+        crds_dir=default_crds_dir(),
+        die_with_parent=True,
+        with_controller_manager=opts.controller_manager,
+    )
     sched = schedulers.make(kind, cluster, workdir)
     record["scheduler_name"] = sched.scheduler_name
     profiler: Profiler | None = None

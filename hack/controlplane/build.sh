@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the local control plane (kube-apiserver, kube-scheduler, kubectl, etcd, etcdctl) from the Go
-# module proxy into a cache outside the repository:
+# Builds the local control plane (kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd,
+# etcdctl) from the Go module proxy into a cache outside the repository:
 #
 #   ${KOPF_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kopf-scheduler}/controlplane/<key>/bin
 #
@@ -27,7 +27,7 @@ for arg in "$@"; do
 done
 [[ $regen -eq 0 ]] || "$CONTROLPLANE_DIR/regen.sh"
 
-BINARIES=(kube-apiserver kube-scheduler kubectl etcd etcdctl)
+BINARIES=(kube-apiserver kube-scheduler kube-controller-manager kubectl etcd etcdctl)
 cache_root="${KOPF_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kopf-scheduler}/controlplane"
 go_version="$(go env GOVERSION)"
 wrapper_hash="$(cat "$CONTROLPLANE_DIR"/kube/go.mod "$CONTROLPLANE_DIR"/kube/go.sum \
@@ -84,6 +84,7 @@ build_one() {  # module dir, output name, package [, ldflags]
 # missing checksum is an error (run regen.sh) rather than a silent edit.
 build_one kube kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$ldflags"
 build_one kube kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler "$ldflags"
+build_one kube kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$ldflags"
 build_one kube kubectl k8s.io/kubernetes/cmd/kubectl "$ldflags"
 build_one etcd etcd go.etcd.io/etcd/server/v3
 build_one etcd etcdctl go.etcd.io/etcd/etcdctl/v3

@@ -1,10 +1,16 @@
-"""The e2e tier's control plane: one real etcd + kube-apiserver per test session.
+"""The e2e tier's control planes: real etcd + kube-apiserver, started at most once per test session.
 
-``control_plane`` starts it once (state in a temporary directory), yields a `ClusterHarness` (kubeconfig,
-server, token, CA file and blocking HTTP helpers), and stops every process at the end of the session, also
-when the session is interrupted; the components are additionally tied to this process
-(PR_SET_PDEATHSIG), so even a killed pytest leaves nothing running. A control plane that does not come up
-fails the tests that need it, with the failing component's log tail; it never skips them.
+``control_plane`` (etcd + kube-apiserver only) and ``controller_plane`` (the same plus
+kube-controller-manager, in its own state directory) each start on first use (state in a temporary
+directory), yield a `ClusterHarness` (kubeconfig, server, token, CA file and blocking HTTP helpers), and
+stop every process at the end of the session, also when the session is interrupted; the components are
+additionally tied to this process (PR_SET_PDEATHSIG), so even a killed pytest leaves nothing running. A
+control plane that does not come up fails the tests that need it, with the failing component's log tail;
+it never skips them.
+
+``control_plane`` has no controller manager on purpose: its tests write PDB status by hand (the disruption
+controller would overwrite it) and arrange pods and nodes that no controller should touch (the pod
+garbage collector, for one, deletes pods bound to nodes that do not exist).
 """
 
 from __future__ import annotations
@@ -22,10 +28,13 @@ from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.errors import UsageError
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
-    state_dir = tmp_path_factory.mktemp("dev-cluster")
-    cluster = DevCluster(state_dir, crds_dir=default_crds_dir(), die_with_parent=True)
+def _session_cluster(state_dir: Path, *, with_controller_manager: bool = False) -> Iterator[ClusterHarness]:
+    cluster = DevCluster(
+        state_dir,
+        crds_dir=default_crds_dir(),
+        die_with_parent=True,
+        with_controller_manager=with_controller_manager,
+    )
     atexit.register(cluster.down)  # in case the session ends without running finalizers
     try:
         try:
@@ -38,6 +47,21 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterH
     finally:
         cluster.down()
         atexit.unregister(cluster.down)
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
+    """etcd + kube-apiserver: nothing acts on the objects but the schedulers under test."""
+    yield from _session_cluster(tmp_path_factory.mktemp("dev-cluster"))
+
+
+@pytest.fixture(scope="session")
+def controller_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
+    """A second cluster with kube-controller-manager: Deployments get ReplicaSets and pods, owners'
+    deletion is garbage-collected, PDBs get status. Started only by sessions that use it."""
+    yield from _session_cluster(
+        tmp_path_factory.mktemp("dev-cluster-controllers"), with_controller_manager=True
+    )
 
 
 # -- the operator as users run it (tests/e2e/test_operator_*.py) -------------------------------------------

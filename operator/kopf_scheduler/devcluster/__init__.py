@@ -1,5 +1,6 @@
 """A local control plane for end-to-end tests and benchmarks: real etcd, kube-apiserver and (optionally)
-the upstream kube-scheduler, built by ``make controlplane`` and run on loopback; plus fake nodes.
+the upstream kube-scheduler and kube-controller-manager, built by ``make controlplane`` and run on
+loopback; plus fake nodes.
 
 Python API::
 
@@ -7,6 +8,7 @@ Python API::
     cluster.up()                         # etcd + kube-apiserver, CRDs applied; returns when ready
     await create_nodes(cluster, 500)     # fake Ready nodes
     cluster.start_kube_scheduler()
+    cluster.start_controller_manager()   # or DevCluster(..., with_controller_manager=True)
     cluster.down()
 """
 

@@ -85,9 +85,17 @@ class ApiClient:
         )
 
 
-def probe(url: str, *, token: str | None = None, cafile: Path | None = None, timeout: float = 2.0) -> bool:
-    """True when GET ``url`` answers 200. Without ``cafile`` the certificate is not verified (used for
-    kube-scheduler's self-signed serving certificate on loopback)."""
+def probe(
+    url: str,
+    *,
+    token: str | None = None,
+    cafile: Path | None = None,
+    timeout: float = 2.0,
+    contains: str | None = None,
+) -> bool:
+    """True when GET ``url`` answers 200 (and its body holds ``contains``, when given). Without ``cafile``
+    the certificate is not verified (used for the self-signed serving certificates of kube-scheduler and
+    kube-controller-manager on loopback)."""
     if url.startswith("https://"):
         ctx = ssl.create_default_context(cafile=str(cafile)) if cafile else ssl._create_unverified_context()
     else:
@@ -97,6 +105,8 @@ def probe(url: str, *, token: str | None = None, cafile: Path | None = None, tim
         with urllib.request.urlopen(
             urllib.request.Request(url, headers=headers), timeout=timeout, context=ctx
         ) as resp:
-            return bool(resp.status == 200)
+            if resp.status != 200:
+                return False
+            return contains is None or contains in resp.read().decode(errors="replace")
     except (OSError, ValueError):
         return False

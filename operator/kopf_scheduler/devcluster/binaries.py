@@ -59,3 +59,13 @@ def _checked(bin_dir: Path, origin: str) -> Path:
     if missing:
         raise BinariesNotFound(f"{origin}: missing {', '.join(missing)}; {HOW_TO_BUILD}")
     return bin_dir
+
+
+def require(bin_dir: Path, name: str) -> Path:
+    """The executable ``name`` in ``bin_dir``; raise `BinariesNotFound` when it is not there. For binaries
+    only some clusters use (kube-controller-manager): a bin dir built before they were added still serves
+    the others."""
+    path = bin_dir / name
+    if not os.access(path, os.X_OK):
+        raise BinariesNotFound(f"{bin_dir}: missing {name}; {HOW_TO_BUILD}")
+    return path

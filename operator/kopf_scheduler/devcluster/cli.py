@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from kopf_scheduler.devcluster.cluster import (
+    CONTROLLER_MANAGER,
+    SCHEDULER,
     ClusterError,
     DevCluster,
     default_crds_dir,
@@ -20,7 +22,8 @@ from kopf_scheduler.devcluster.nodes import NodeCreationError, create_nodes, loa
 def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name,
-        help="run a local etcd + kube-apiserver (+ kube-scheduler) for tests and benchmarks",
+        help="run a local etcd + kube-apiserver (+ kube-scheduler, kube-controller-manager) for tests "
+        "and benchmarks",
         description=(
             "A real etcd and kube-apiserver on loopback (binaries from `make controlplane`). "
             f"State, logs and kubeconfig live in --state-dir (default: {default_state_dir()}, "
@@ -42,6 +45,12 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
         "--with-kube-scheduler",
         action="store_true",
         help="also start the upstream kube-scheduler (profile default-scheduler)",
+    )
+    up.add_argument(
+        "--with-controller-manager",
+        action="store_true",
+        help="also start kube-controller-manager (every default controller but nodelifecycle and "
+        "serviceaccount-token: Deployments, ReplicaSets, garbage collection, PDB status, PV binding, ...)",
     )
     up.add_argument(
         "--crds", type=Path, default=None, help="folder of manifests to apply (default: the repo's crds/)"
@@ -68,7 +77,12 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
 def cmd_up(args: argparse.Namespace) -> int:
     crds = args.crds if args.crds is not None else default_crds_dir()
-    cluster = DevCluster(args.state_dir, crds_dir=crds, startup_timeout=args.timeout)
+    cluster = DevCluster(
+        args.state_dir,
+        crds_dir=crds,
+        startup_timeout=args.timeout,
+        with_controller_manager=args.with_controller_manager,
+    )
     try:
         cluster.up()
         if args.with_kube_scheduler:
@@ -85,8 +99,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(
         f"etcd ready in {t.get('etcd', 0):.1f} s, kube-apiserver ready in {t.get('kube-apiserver', 0):.1f} s"
     )
-    if "kube-scheduler" in t:
-        print(f"kube-scheduler ready in {t['kube-scheduler']:.1f} s")
+    for name in (SCHEDULER, CONTROLLER_MANAGER):
+        if name in t:
+            print(f"{name} ready in {t[name]:.1f} s")
     print(f"server:     {cluster.server}")
     print(f"state dir:  {cluster.state_dir}")
     print(f"export KUBECONFIG={cluster.kubeconfig}")
@@ -108,7 +123,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     for c in cluster.status():
         state = "alive" if c.alive else "DEAD"
-        print(f"{c.name:<15} pid {c.pid:<8} {state:<6} {c.url}  log {c.log_file}")
+        print(f"{c.name:<23} pid {c.pid:<8} {state:<6} {c.url}  log {c.log_file}")
     print(f"server:     {cluster.server}")
     print(f"kubeconfig: {cluster.kubeconfig}")
     return 0 if cluster.running() else 1

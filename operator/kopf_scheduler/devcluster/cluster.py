@@ -1,8 +1,10 @@
-"""`DevCluster`: a real etcd + kube-apiserver (and optionally the upstream kube-scheduler) on loopback.
+"""`DevCluster`: a real etcd + kube-apiserver on loopback, optionally with the upstream kube-scheduler and
+kube-controller-manager.
 
 The state directory holds everything a cluster needs and is the only handle on it: ``state.json``
-(pids, command lines, URLs, token), ``pki/``, ``kubeconfig``, one log file per component. Any process can
-therefore attach to a running cluster (``DevCluster(state_dir).status()``) and stop it (``down()``).
+(pids, command lines, URLs, token), ``pki/``, ``kubeconfig``, one log file per component (and
+kube-controller-manager's ``flexvolume/``). Any process can therefore attach to a running cluster
+(``DevCluster(state_dir).status()``) and stop it (``down()``).
 Invariants: a component is recorded in state.json as soon as it is spawned, so ``down`` always finds it;
 if ``up`` fails half-way it stops what it started before raising.
 """
@@ -25,7 +27,7 @@ import yaml
 
 from kopf_scheduler.devcluster import kubeconfig, pki
 from kopf_scheduler.devcluster.apiclient import ApiClient, probe
-from kopf_scheduler.devcluster.binaries import find_bin_dir
+from kopf_scheduler.devcluster.binaries import find_bin_dir, require
 from kopf_scheduler.devcluster.processes import (
     Component,
     free_port,
@@ -40,7 +42,21 @@ from kopf_scheduler.errors import UsageError
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
 SCHEDULER = "kube-scheduler"
-COMPONENTS = (ETCD, APISERVER, SCHEDULER)
+CONTROLLER_MANAGER = "kube-controller-manager"
+#: start order; `down` stops them in reverse
+COMPONENTS = (ETCD, APISERVER, SCHEDULER, CONTROLLER_MANAGER)
+#: kube-controller-manager's controllers left off, and why:
+#: - nodelifecycle: no kubelet heartbeats the fake nodes, so it would mark each one NotReady after its
+#:   grace period, taint it (not-ready/unreachable NoSchedule and NoExecute) and evict its pods;
+#: - serviceaccount-token: it mints token Secrets for ServiceAccounts; this cluster runs without the
+#:   ServiceAccount admission plugin, so no pod mounts one (without a private-key flag it would only
+#:   skip itself, so switching it off says so in the command line).
+CONTROLLERS_OFF = ("nodelifecycle", "serviceaccount-token")
+#: kube-controller-manager's /healthz answers 200 as soon as it listens; the per-controller checks
+#: ("[+]deployment-controller ok", ...) are added in one go once every controller has been started
+CONTROLLERS_STARTED_MARK = "-controller ok"
+#: in the state dir: kube-controller-manager's flex volume plugin dir (it creates the dir at start-up)
+FLEX_VOLUME_DIR = "flexvolume"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 STATE_FILE = "state.json"
 ETCD_DIR_PREFIX = "kopf-scheduler-etcd-"
@@ -81,6 +97,7 @@ class DevCluster:
         crds_dir: Path | None = None,
         startup_timeout: float = 120.0,
         die_with_parent: bool = False,
+        with_controller_manager: bool = False,
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
         self._bin_dir = bin_dir
@@ -88,6 +105,8 @@ class DevCluster:
         self.startup_timeout = startup_timeout
         # True for test fixtures: the components die with this process even if it is killed.
         self.die_with_parent = die_with_parent
+        # `up` also starts kube-controller-manager (Deployments, ReplicaSets, GC, PDB status, PV binding...).
+        self.with_controller_manager = with_controller_manager
         self.components: dict[str, Component] = {}
         self.urls: dict[str, str] = {}
         self.token = ""
@@ -173,12 +192,15 @@ class DevCluster:
         ]
 
     def up(self) -> None:
-        """Start etcd and kube-apiserver, write the kubeconfig, apply CRDs; return once ready."""
+        """Start etcd and kube-apiserver, write the kubeconfig, apply CRDs, then kube-controller-manager
+        when asked for; return once ready."""
         if self.components:
             if self.running():
                 raise UsageError(f"a dev cluster is already running in {self.state_dir}; run `down` first")
             self.down()  # leftovers of a crashed cluster
         bin_dir = self.bin_dir  # fail before creating anything when the binaries are missing
+        if self.with_controller_manager:
+            require(bin_dir, CONTROLLER_MANAGER)
         started = time.monotonic()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)
@@ -192,13 +214,16 @@ class DevCluster:
                 self.kubeconfig, kubeconfig.build(self.server, creds.ca_cert.read_bytes(), self.token)
             )
             self._apply_crds()
+            if self.with_controller_manager:
+                self.start_controller_manager()
         except BaseException:
             self.down(remove_state=False)
             raise
         self.timings["up"] = time.monotonic() - started
 
     def down(self, *, remove_state: bool = True) -> None:
-        """Stop every recorded component (scheduler first, etcd last) and delete the state."""
+        """Stop every recorded component (controller manager and scheduler first, etcd last) and delete
+        the state."""
         for name in reversed(COMPONENTS):
             component = self.components.get(name)
             if component is not None:
@@ -217,7 +242,7 @@ class DevCluster:
         """Delete what `up` created in the state dir, then the dir if that left it empty. Only known
         names are removed, so a mistaken ``--state-dir`` (say, a home directory) loses nothing else."""
         d = self.state_dir
-        for name in ("pki", "etcd-data"):
+        for name in ("pki", "etcd-data", FLEX_VOLUME_DIR):
             shutil.rmtree(d / name, ignore_errors=True)
         names = [STATE_FILE, STATE_FILE + ".tmp", "kubeconfig", "kube-scheduler.yaml"]
         names += [f"{component}.log" for component in COMPONENTS]
@@ -242,7 +267,15 @@ class DevCluster:
         self._save()
         return component
 
-    def _wait_ready(self, name: str, check_url: str, *, verify: bool, timeout: float | None = None) -> None:
+    def _wait_ready(
+        self,
+        name: str,
+        check_url: str,
+        *,
+        verify: bool,
+        timeout: float | None = None,
+        contains: str | None = None,
+    ) -> None:
         component = self.components[name]
         started = time.monotonic()
         ok = wait_until(
@@ -250,6 +283,7 @@ class DevCluster:
                 check_url,
                 token=self.token if verify else None,
                 cafile=self.ca_file if verify else None,
+                contains=contains,
             ),
             self.startup_timeout if timeout is None else timeout,
             alive=component.alive,
@@ -379,8 +413,40 @@ class DevCluster:
             raise
 
     def stop_kube_scheduler(self) -> None:
-        component = self.components.pop(SCHEDULER, None)
-        self.urls.pop(SCHEDULER, None)
+        self._stop_component(SCHEDULER)
+
+    def start_controller_manager(self, extra_args: list[str] | None = None) -> None:
+        """Start kube-controller-manager (see `controller_manager_argv`) and wait until every controller
+        has been started: its /healthz lists the per-controller checks only from then on."""
+        binary = require(self.bin_dir, CONTROLLER_MANAGER)
+        if not self.running():
+            raise UsageError(f"no running dev cluster in {self.state_dir}; run `up` first")
+        existing = self.components.get(CONTROLLER_MANAGER)
+        if existing is not None and existing.alive():
+            return
+        port = free_port()
+        url = f"https://127.0.0.1:{port}"
+        flex_dir = self.state_dir / FLEX_VOLUME_DIR
+        argv = controller_manager_argv(binary, self.kubeconfig, port, flex_dir, extra_args)
+        self._start(CONTROLLER_MANAGER, argv, url)
+        try:
+            self._wait_ready(
+                CONTROLLER_MANAGER,
+                f"{url}/healthz?verbose",
+                verify=False,
+                timeout=60.0,
+                contains=CONTROLLERS_STARTED_MARK,
+            )
+        except BaseException:
+            self.stop_controller_manager()
+            raise
+
+    def stop_controller_manager(self) -> None:
+        self._stop_component(CONTROLLER_MANAGER)
+
+    def _stop_component(self, name: str) -> None:
+        component = self.components.pop(name, None)
+        self.urls.pop(name, None)
         if component is not None:
             stop(component)
             with contextlib.suppress(FileNotFoundError):
@@ -412,3 +478,35 @@ def scheduler_config(kubeconfig_path: Path, extra: Mapping[str, Any] | None = No
         "profiles": [{"schedulerName": "default-scheduler"}],
         **(extra or {}),
     }
+
+
+def controller_manager_argv(
+    binary: Path,
+    kubeconfig_path: Path,
+    port: int,
+    flex_volume_dir: Path,
+    extra_args: list[str] | None = None,
+) -> list[str]:
+    """kube-controller-manager's command line for the dev cluster; ``extra_args`` come last (and win)."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig_path}",
+        "--leader-elect=false",
+        # Every controller acts with the kubeconfig's admin token instead of a token for a ServiceAccount
+        # of its own: nothing to create or authorize per controller.
+        "--use-service-account-credentials=false",
+        "--controllers=" + ",".join(["*", *(f"-{name}" for name in CONTROLLERS_OFF)]),
+        # client-go's default (20 QPS, burst 30) would make the ReplicaSet controller create pods at
+        # 20/s, slower than the schedulers it feeds; the same limits kube-scheduler gets here.
+        "--kube-api-qps=5000",
+        "--kube-api-burst=5000",
+        # Serving on a loopback port only for /healthz (readiness) and /metrics; no delegated authn/authz
+        # kubeconfigs, as for kube-scheduler.
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        # The volume controllers create (and watch) this directory at start-up; its default is under
+        # /usr/libexec, outside anything the dev cluster owns.
+        f"--flex-volume-plugin-dir={flex_volume_dir}",
+        *(extra_args or []),
+    ]
