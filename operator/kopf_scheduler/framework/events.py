@@ -25,6 +25,12 @@ class Resource(enum.Enum):
     REPLICATION_CONTROLLER = "ReplicationController"
     REPLICA_SET = "ReplicaSet"
     STATEFUL_SET = "StatefulSet"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     WILDCARD = "*"
 
 

@@ -173,4 +173,10 @@ def test_kinds_know_where_the_api_serves_them() -> None:
         "/api/v1/replicationcontrollers",
         "/apis/apps/v1/replicasets",
         "/apis/apps/v1/statefulsets",
+        "/api/v1/persistentvolumes",
+        "/api/v1/persistentvolumeclaims",
+        "/apis/storage.k8s.io/v1/storageclasses",
+        "/apis/storage.k8s.io/v1/csinodes",
+        "/apis/storage.k8s.io/v1/csidrivers",
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
     ]
