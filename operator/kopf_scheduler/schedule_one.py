@@ -51,6 +51,11 @@ class SchedulingError(Exception):
         self.status = status
 
 
+class NoNodesAvailable(Exception):
+    """The snapshot has no node at all (upstream's ``ErrNoNodesAvailable``): no plugin ran, so no plugin
+    rejected the pod and no post-filter (preemption) can help."""
+
+
 def num_feasible_nodes_to_find(
     profile_percentage: int | None, global_percentage: int, num_all_nodes: int
 ) -> int:
@@ -89,9 +94,14 @@ async def find_nodes_that_fit(
             raise SchedulingError(status)
         diagnosis.absent_status = status
         diagnosis.pre_filter_message = status.message()
-        (diagnosis.pending_plugins if status.code == Code.PENDING else diagnosis.unschedulable_plugins).add(
-            status.plugin
-        )
+        # Upstream: the plugins whose results restricted the nodes, plus the rejecting plugin if named
+        # (an empty intersection of results names none).
+        diagnosis.unschedulable_plugins.update(with_nodes)
+        if status.plugin:
+            target = (
+                diagnosis.pending_plugins if status.code == Code.PENDING else diagnosis.unschedulable_plugins
+            )
+            target.add(status.plugin)
         return np.zeros(0, dtype=np.int64), diagnosis
 
     nominated = sched.queue.nominated_node_names()
@@ -166,12 +176,11 @@ async def _pass_extenders(
 
 
 async def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod: PodInfo) -> ScheduleResult:
-    """Picks a node, or raises ``FitError`` (no node fits) or ``SchedulingError`` (a plugin failed)."""
+    """Picks a node, or raises ``FitError`` (no node fits), ``NoNodesAvailable`` (the cluster has none)
+    or ``SchedulingError`` (a plugin failed)."""
     snapshot = sched.snapshot
     if len(snapshot) == 0:
-        raise FitError(
-            pod, 0, Diagnosis(absent_status=unresolvable(NO_NODES_AVAILABLE), pre_filter_message="")
-        )
+        raise NoNodesAvailable(NO_NODES_AVAILABLE)
     feasible, diagnosis = await find_nodes_that_fit(sched, fwk, state, pod)
     if len(feasible) == 0:
         raise FitError(pod, len(snapshot), diagnosis)
@@ -256,6 +265,11 @@ async def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, 
                     return after_post_filter(sched, fwk, qp, fit_error, post_result, started)
         sched.explain_failure(pod, fit_error)
         handle_fit_error(sched, fwk, qp, fit_error, nominated, started)
+        return None
+    except NoNodesAvailable:
+        # As ``schedulingCycle`` upstream: UnschedulableAndUnresolvable with the bare error message, no
+        # post-filter, no rejecting plugin (so the pod retries after backoff), nomination cleared.
+        handle_failure(sched, fwk, qp, unresolvable(NO_NODES_AVAILABLE), "", started)
         return None
     except SchedulingError as e:
         handle_failure(sched, fwk, qp, e.status, None, started)

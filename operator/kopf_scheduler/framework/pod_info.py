@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, milli_value_of, value_of
+from kopf_scheduler.framework import pod_requests
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.taints import Toleration
 
@@ -43,71 +43,26 @@ def parse_timestamp(value: Any) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-def _quantities(raw: Any, path: str) -> dict[str, int]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise PodParseError(f"{path}: must be a map of resource names to quantities")
-    out: dict[str, int] = {}
-    for name, quantity in raw.items():
-        try:
-            out[str(name)] = milli_value_of(quantity) if name == res.CPU else value_of(quantity)
-        except QuantityError as e:
-            raise PodParseError(f"{path}.{name}: {e}") from None
-    return out
-
-
-def _container_requests(container: Mapping[str, Any], path: str) -> dict[str, int]:
-    resources = container.get("resources") or {}
-    if not isinstance(resources, Mapping):
-        raise PodParseError(f"{path}.resources: must be an object")
-    requests = _quantities(resources.get("requests"), f"{path}.resources.requests")
-    # API defaulting: a limit without a request makes the request equal to the limit.
-    for name, amount in _quantities(resources.get("limits"), f"{path}.resources.limits").items():
-        requests.setdefault(name, amount)
-    return requests
-
-
-def _with_defaults(requests: dict[str, int]) -> dict[str, int]:
-    out = dict(requests)
-    out.setdefault(res.CPU, res.DEFAULT_MILLI_CPU_REQUEST)
-    out.setdefault(res.MEMORY, res.DEFAULT_MEMORY_REQUEST)
-    return out
-
-
 def compute_requests(spec: Mapping[str, Any], non_zero: bool = False) -> dict[str, int]:
-    """Pod requests as ``component-helpers/resource.PodRequests`` computes them.
+    """The requests of a pod with this spec and no status, zeros dropped (``pod_requests`` for all views).
 
-    ``max(Σ containers + Σ sidecars, max_i(init_i + Σ sidecars started before i)) + overhead``, where a
-    sidecar is an init container with ``restartPolicy: Always``. With ``non_zero``, a container missing a
-    CPU or memory request counts as 100m / 200 MiB (the scoring view).
+    ``max(Σ containers + Σ sidecars, max_i(init_i + Σ sidecars started before i))``, pod-level requests
+    replacing it, plus overhead. With ``non_zero``, a container missing a CPU or memory request counts as
+    100m / 200 MiB (NodeResourcesFit's scoring view).
     """
-    total: dict[str, int] = {}
-    for i, container in enumerate(spec.get("containers") or ()):
-        requests = _container_requests(container, f"spec.containers[{i}]")
-        res.add_into(total, _with_defaults(requests) if non_zero else requests)
-    sidecars: dict[str, int] = {}
-    init_max: dict[str, int] = {}
-    for i, container in enumerate(spec.get("initContainers") or ()):
-        requests = _container_requests(container, f"spec.initContainers[{i}]")
-        if non_zero:
-            requests = _with_defaults(requests)
-        if container.get("restartPolicy") == "Always":
-            res.add_into(sidecars, requests)
-            res.max_into(init_max, sidecars)
-        else:
-            candidate = dict(sidecars)
-            res.add_into(candidate, requests)
-            res.max_into(init_max, candidate)
-    res.add_into(total, sidecars)
-    res.max_into(total, init_max)
-    pod_level = spec.get("resources") or {}
-    if isinstance(pod_level, Mapping) and pod_level.get("requests"):
-        for name, amount in _quantities(pod_level.get("requests"), "spec.resources.requests").items():
-            if name in (res.CPU, res.MEMORY):
-                total[name] = amount
-    res.add_into(total, _quantities(spec.get("overhead"), "spec.overhead"))
-    return {name: amount for name, amount in total.items() if amount}
+    try:
+        computed = pod_requests.compute({"spec": spec})
+    except pod_requests.RequestsParseError as e:
+        raise PodParseError(str(e)) from None
+    if non_zero:
+        out = {name: amount for name, amount in computed.effective.items() if amount}
+        out[res.CPU], out[res.MEMORY] = computed.scoring_cpu, computed.scoring_memory
+        return {name: amount for name, amount in out.items() if amount}
+    return {name: amount for name, amount in computed.spec.items() if amount}
+
+
+def _positive(requests: dict[str, int]) -> dict[str, int]:
+    return requests if all(requests.values()) else {n: a for n, a in requests.items() if a}
 
 
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
@@ -154,9 +109,13 @@ class PodInfo:
         "requests",
         "scheduler_name",
         "scheduling_gates",
+        "scoring_cpu",
+        "scoring_memory",
+        "spec_requests",
         "tolerations",
         "topology_spread_constraints",
         "uid",
+        "zero_requests",
     )
 
     def __init__(self, raw: Mapping[str, Any]) -> None:
@@ -200,10 +159,24 @@ class PodInfo:
             self.tolerations = tuple(Toleration.parse(t) for t in spec.get("tolerations") or ())
         except AttributeError:
             raise PodParseError("spec.tolerations: must be a list of objects") from None
-        self.requests: dict[str, int] = compute_requests(spec)
-        non_zero = compute_requests(spec, non_zero=True)
-        self.non_zero_cpu: int = non_zero.get(res.CPU, 0)
-        self.non_zero_memory: int = non_zero.get(res.MEMORY, 0)
+        try:
+            computed = pod_requests.compute(raw)
+        except pod_requests.RequestsParseError as e:
+            raise PodParseError(str(e)) from None
+        #: what the pod holds on its node, in-place resizes included (``pod_requests``: ``effective``)
+        self.requests: dict[str, int] = _positive(computed.effective)
+        #: resources it requests explicitly as zero: still "requested" to scale-down detection
+        self.zero_requests: tuple[str, ...] = tuple(n for n, a in computed.effective.items() if not a)
+        #: its spec alone: NodeResourcesFit's filter view of a pod being scheduled
+        self.spec_requests: dict[str, int] = (
+            self.requests if computed.spec is computed.effective else _positive(computed.spec)
+        )
+        #: its share of the node's non-zero requests (100m / 200 MiB stand-ins)
+        self.non_zero_cpu: int = computed.non_zero_cpu
+        self.non_zero_memory: int = computed.non_zero_memory
+        #: NodeResourcesFit's score of it as the pod being scheduled (stand-ins for every container)
+        self.scoring_cpu: int = computed.scoring_cpu
+        self.scoring_memory: int = computed.scoring_memory
         self.host_ports = _host_ports(spec)
         self.affinity: Mapping[str, Any] = spec.get("affinity") or {}
         self.topology_spread_constraints: tuple[Mapping[str, Any], ...] = tuple(
@@ -227,7 +200,8 @@ class PodInfo:
         info.preemption_policy, info.scheduler_name = "", ""
         info.node_name = info.nominated_node_name = ""
         info.scheduling_gates, info.tolerations, info.host_ports = (), (), ()
-        info.requests, info.non_zero_cpu, info.non_zero_memory = {}, 0, 0
+        info.requests, info.spec_requests, info.zero_requests = {}, {}, ()
+        info.non_zero_cpu = info.non_zero_memory = info.scoring_cpu = info.scoring_memory = 0
         info.affinity, info.topology_spread_constraints = {}, ()
         return info
 

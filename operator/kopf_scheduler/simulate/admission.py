@@ -11,6 +11,9 @@ objects exported from a cluster are). Contradictions the API server would refuse
 Budgets without a status count every matching pod of the input as expected and the bound ones as
 healthy: ``disruptionsAllowed = max(0, healthy - desiredHealthy)``, where ``desiredHealthy`` is
 ``minAvailable`` or ``expected - maxUnavailable`` (percentages of ``expected`` rounded up).
+
+Pod resources are validated as the API server validates them: a negative quantity is refused with its
+message (``validate_pod_resources``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api.quantity import QuantityError, format_quantity, parse_quantity
 from kopf_scheduler.framework.selectors import LabelSelector, SelectorError
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
@@ -27,6 +31,10 @@ PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, "Never")
 #: created by every API server at start-up (``pkg/apis/scheduling``)
 SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 SYSTEM_PREFIX = "system-"
+
+
+#: ``apimachinery/pkg/api/validation.IsNegativeErrorMsg``
+NEGATIVE_QUANTITY = "must be greater than or equal to 0"
 
 
 class AdmissionError(ValueError):
@@ -140,3 +148,44 @@ def default_disruptions_allowed(pdb: MutableMapping[str, Any], pods: Iterable[Ma
     new_status = dict(status) if isinstance(status, Mapping) else {}
     new_status["disruptionsAllowed"] = max(0, healthy - desired)
     pdb["status"] = new_status
+
+
+def _resource_lists(spec: Mapping[str, Any]) -> Iterable[tuple[str, Any]]:
+    """(field path, resource list) in the order the API server's ``ValidatePodSpec`` visits them:
+    containers, init containers (each limits, then requests), pod-level ``spec.resources``, and
+    ``spec.overhead``, which it checks as the limits of a resource requirement."""
+    for kind in ("containers", "initContainers"):
+        for i, container in enumerate(spec.get(kind) or ()):
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            if isinstance(resources, Mapping):
+                yield f"spec.{kind}[{i}].resources.limits", resources.get("limits")
+                yield f"spec.{kind}[{i}].resources.requests", resources.get("requests")
+    pod_level = spec.get("resources")
+    if isinstance(pod_level, Mapping):
+        yield "spec.resources.limits", pod_level.get("limits")
+        yield "spec.resources.requests", pod_level.get("requests")
+    yield "spec.overhead.limits", spec.get("overhead")
+
+
+def validate_pod_resources(pod: Mapping[str, Any]) -> None:
+    """Refuses a negative request, limit, pod-level resource or overhead as the API server does
+    (``ValidateResourceQuantityValue`` -> ``ValidateNonnegativeQuantity`` in
+    ``pkg/apis/core/validation/validation.go``), in its words:
+    ``spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to
+    0``, the value printed as the API server prints a quantity. The API server lists every such error;
+    this raises ``AdmissionError`` for the first (resource names in sorted order)."""
+    spec = pod.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        return
+    for path, resources in _resource_lists(spec):
+        if not isinstance(resources, Mapping):
+            continue
+        for name in sorted(resources, key=str):
+            value = resources[name]
+            try:
+                negative = parse_quantity(value) < 0
+            except QuantityError as e:
+                raise AdmissionError(f"{path}[{name}]: {e}") from None
+            if negative:
+                shown = format_quantity(value)
+                raise AdmissionError(f'{path}[{name}]: Invalid value: "{shown}": {NEGATIVE_QUANTITY}')

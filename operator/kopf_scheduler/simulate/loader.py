@@ -31,6 +31,7 @@ from kopf_scheduler.simulate.admission import (
     default_disruptions_allowed,
     parse_priority_class,
     resolve_priority,
+    validate_pod_resources,
 )
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -181,6 +182,7 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
                     raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
     for where, pod in pods:
         try:
+            validate_pod_resources(pod)
             resolve_priority(pod, classes)
             PodInfo(pod)
         except (AdmissionError, PodParseError) as e:

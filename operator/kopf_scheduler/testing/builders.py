@@ -88,6 +88,37 @@ class PodBuilder:
         self._spec["overhead"] = {k.replace("_", "-"): v for k, v in resources.items()}
         return self
 
+    def pod_requests(self, **requests: str) -> PodBuilder:
+        """Pod-level requests (``spec.resources.requests``)."""
+        resources = self._spec.setdefault("resources", {}).setdefault("requests", {})
+        resources.update({k.replace("_", "-"): v for k, v in requests.items()})
+        return self
+
+    def container_status(
+        self,
+        name: str,
+        requests: dict[str, str] | None = None,
+        allocated: dict[str, str] | None = None,
+        init: bool = False,
+    ) -> PodBuilder:
+        """A container status as the kubelet reports it after an in-place resize: ``resources.requests``
+        (what is actuated; ``resources`` is set even when ``requests`` is None) and
+        ``allocatedResources`` (what the kubelet admitted), both only when given."""
+        status: dict[str, Any] = {"name": name, "resources": {}}
+        if requests is not None:
+            status["resources"]["requests"] = dict(requests)
+        if allocated is not None:
+            status["allocatedResources"] = dict(allocated)
+        kind = "initContainerStatuses" if init else "containerStatuses"
+        self._pod.setdefault("status", {}).setdefault(kind, []).append(status)
+        return self
+
+    def condition(self, type: str, reason: str = "", status: str = "True") -> PodBuilder:
+        """A pod condition (``PodResizePending`` with reason ``Infeasible``, ...)."""
+        entry = {"type": type, "status": status, **({"reason": reason} if reason else {})}
+        self._pod.setdefault("status", {}).setdefault("conditions", []).append(entry)
+        return self
+
     def priority(self, value: int) -> PodBuilder:
         self._spec["priority"] = value
         return self

@@ -173,6 +173,73 @@ def test_update_pod_replaces_its_requests() -> None:
     assert len(cache.node_info("n1").pods) == 1  # type: ignore[union-attr]
 
 
+def _resized(
+    cpu: str, running: str | None = None, allocated: str | None = None, condition: str = ""
+) -> PodInfo:
+    """A pod on n1 with spec request ``cpu``, the kubelet reporting ``running`` (status.resources) and
+    ``allocated`` (status.allocatedResources), and a ``PodResizePending`` condition with that reason."""
+    builder = make_pod().name("r").uid("uid-r").node("n1").req(cpu=cpu, memory="1Gi")
+    if running is not None or allocated is not None:
+        builder.container_status(  # the kubelet reports every resource, memory too
+            "c",
+            {"cpu": running, "memory": "1Gi"} if running is not None else None,
+            {"cpu": allocated, "memory": "1Gi"} if allocated is not None else None,
+        )
+    if condition:
+        builder.condition("PodResizePending", condition)
+    return PodInfo(builder.obj())
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        # resized down from 2 to 1: the room is free once the kubelet runs the pod with 1
+        (
+            [
+                _resized("2", "2", "2"),
+                _resized("1", "2", "2"),
+                _resized("1", "2", "1"),
+                _resized("1", "1", "1"),
+            ],
+            [2000, 2000, 2000, 1000],
+        ),
+        # resized up from 1 to 3: taken at once; given back when the node can never fit it
+        (
+            [
+                _resized("1", "1", "1"),
+                _resized("3", "1", "1"),
+                _resized("3", "1", "1", "Deferred"),
+                _resized("3", "1", "1", "Infeasible"),
+            ],
+            [1000, 3000, 3000, 1000],
+        ),
+        # up from 1 to 3, admitted and actuated
+        ([_resized("1", "1", "1"), _resized("3", "1", "3"), _resized("3", "3", "3")], [1000, 3000, 3000]),
+    ],
+    ids=["down", "up-deferred-then-infeasible", "up-actuated"],
+)
+def test_in_place_resize_changes_the_nodes_requests(steps: list[PodInfo], expected: list[int]) -> None:
+    cache = _cache("n1")
+    cache.add_pod(_pod("other", node="n1", cpu="500m"))
+    seen: list[int] = []
+    previous: PodInfo | None = None
+    for pod in steps:
+        if previous is None:
+            cache.add_pod(pod)
+        else:
+            cache.update_pod(previous, pod)
+        previous = pod
+        seen.append(_cpu(cache, "n1") - 500)
+        info = cache.node_info("n1")
+        assert info is not None
+        # the scoring view follows: the resized pod has requests, so no stand-ins
+        assert info.non_zero_cpu == _cpu(cache, "n1")
+        assert info.requested["memory"] == 1024 * 1024 * 1024
+    assert seen == expected
+    cache.remove_pod(steps[-1])
+    assert _cpu(cache, "n1") == 500  # removal takes back exactly what the last version added
+
+
 def test_pod_seen_before_its_node_is_counted_when_the_node_arrives() -> None:
     cache = _cache()
     cache.add_pod(_pod(node="n1"))

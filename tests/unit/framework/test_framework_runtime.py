@@ -269,7 +269,7 @@ def test_a_raising_filter_becomes_an_error_status_naming_the_plugin() -> None:
     snapshot = _snapshot()
     framework = _framework(filter=[Reject("F", []), FilterPluginOnly(Boom(on="n2"))])
     outcome = _find(framework, snapshot, list(range(6)), 6)
-    expected = error("running Filter plugin 'Boom': boom", plugin="Boom")
+    expected = error('running "Boom" filter plugin: boom', plugin="Boom")
     assert dict(outcome.statuses.items()) == {"n2": expected}
     assert framework.run_filter_chain(CycleState(), _pod(), snapshot.get("n2")) == expected  # type: ignore[arg-type]
     assert outcome.feasible.tolist() == [0, 1, 3, 4, 5]
@@ -280,7 +280,7 @@ def test_a_raising_vector_filter_fails_every_candidate() -> None:
     outcome = _find(_framework(filter=[Boom()]), snapshot, [0, 1, 2], 3)
     assert outcome.feasible.tolist() == []
     assert outcome.examined == 3
-    expected = error("running Filter plugin 'Boom': vector boom", plugin="Boom")
+    expected = error('running "Boom" filter plugin: vector boom', plugin="Boom")
     assert dict(outcome.statuses.items()) == {"n0": expected, "n1": expected, "n2": expected}
 
 
@@ -311,48 +311,118 @@ def test_filter_with_nominated_pods(priority: int, fits: bool) -> None:
 
 
 # -- pre-filter -----------------------------------------------------------------------------------------
-class Restrict(PreFilterPlugin):
-    def __init__(self, name: str, nodes: Iterable[str] | None, status: Status | None = None) -> None:
+class Pre(PreFilterPlugin):
+    """A pre-filter plugin that records that it ran."""
+
+    def __init__(self, name: str, status: Status | None = None, nodes: Iterable[str] | None = None) -> None:
         self.name = name
-        self.nodes = None if nodes is None else frozenset(nodes)
         self.status = status
+        self.nodes = None if nodes is None else frozenset(nodes)
+        self.ran = False
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Any
     ) -> tuple[PreFilterResult | None, Status | None]:
+        self.ran = True
         return PreFilterResult(self.nodes), self.status
 
 
+PENDING = Status(Code.PENDING, ("waiting",))
+
+
 @pytest.mark.parametrize(
-    ("plugins", "nodes", "status", "with_nodes"),
+    ("plugins", "nodes", "status", "with_nodes", "ran"),
     [
-        ([Restrict("A", None)], None, None, []),
-        ([Restrict("A", ["n1", "n2"]), Restrict("B", ["n2", "n3"])], {"n2"}, None, ["A", "B"]),
+        ([Pre("A")], None, None, [], "A"),
+        ([Pre("A", nodes=["n1", "n2"]), Pre("B", nodes=["n2", "n3"])], {"n2"}, None, ["A", "B"], "AB"),
         (
-            [Restrict("A", ["n1"]), Restrict("B", ["n2"])],
+            [Pre("B", nodes=["n1"]), Pre("A", nodes=["n2"]), Pre("C")],
             set(),
-            unresolvable("node(s) didn't satisfy plugin(s) [A B] simultaneously", plugin="A"),
-            ["A", "B"],
+            # no plugin named; the plugins listed sorted, as upstream's set
+            unresolvable("node(s) didn't satisfy plugin(s) [A B] simultaneously"),
+            ["B", "A"],
+            "BA",
         ),
-        ([Restrict("A", [])], set(), unresolvable("node(s) didn't satisfy plugin A", plugin="A"), ["A"]),
+        ([Pre("A", nodes=[])], set(), unresolvable("node(s) didn't satisfy plugin A"), ["A"], "A"),
+        # Unschedulable: the remaining plugins still run; the last such status wins
         (
-            [Restrict("A", None, unschedulable("no")), Restrict("B", [])],
+            [Pre("A", unschedulable("a")), Pre("B"), Pre("C", unschedulable("c"), nodes=["n1"]), Pre("D")],
             None,
-            unschedulable("no", plugin="A"),
-            ["A"],
+            unschedulable("c", plugin="C"),
+            [],
+            "ABCD",
         ),
-        ([Restrict("A", ["n1"], SKIP), Restrict("B", ["n2"])], {"n2"}, None, ["B"]),
+        (
+            [Pre("A", unschedulable("a")), Pre("B", nodes=["n1"])],
+            {"n1"},
+            unschedulable("a", plugin="A"),
+            ["B"],
+            "AB",
+        ),
+        # ... but an empty intersection after it ends the run with its own status
+        (
+            [Pre("A", unschedulable("a")), Pre("B", nodes=[]), Pre("C")],
+            set(),
+            unresolvable("node(s) didn't satisfy plugin B"),
+            ["B"],
+            "AB",
+        ),
+        # UnschedulableAndUnresolvable stops at once and lists no plugins
+        (
+            [Pre("A", nodes=["n1"]), Pre("B", unresolvable("b")), Pre("C")],
+            None,
+            unresolvable("b", plugin="B"),
+            [],
+            "AB",
+        ),
+        (
+            [Pre("A", unschedulable("a")), Pre("B", unresolvable("b")), Pre("C")],
+            None,
+            unresolvable("b", plugin="B"),
+            [],
+            "AB",
+        ),
+        # any other code is an error naming the plugin
+        (
+            [Pre("A", unschedulable("a")), Pre("B", error("boom")), Pre("C")],
+            None,
+            error('running PreFilter plugin "B": boom', plugin="B"),
+            [],
+            "AB",
+        ),
+        (
+            [Pre("A", PENDING), Pre("B")],
+            None,
+            error('running PreFilter plugin "A": waiting', plugin="A"),
+            [],
+            "A",
+        ),
+        ([Pre("A", SKIP, nodes=["n1"]), Pre("B", nodes=["n2"])], {"n2"}, None, ["B"], "AB"),
     ],
-    ids=["all-nodes", "intersection", "empty-intersection", "one-plugin-empty", "rejection", "skip"],
+    ids=[
+        "all-nodes",
+        "intersection",
+        "empty-intersection",
+        "one-plugin-empty",
+        "unschedulable-runs-the-rest-last-wins",
+        "unschedulable-with-a-result",
+        "unschedulable-then-empty-result",
+        "unresolvable-stops",
+        "unresolvable-after-unschedulable",
+        "error-after-unschedulable",
+        "pending-is-an-error",
+        "skip",
+    ],
 )
 def test_run_pre_filter(
-    plugins: list[Restrict], nodes: set[str] | None, status: Status | None, with_nodes: list[str]
+    plugins: list[Pre], nodes: set[str] | None, status: Status | None, with_nodes: list[str], ran: str
 ) -> None:
     state = CycleState()
     result, got, got_with_nodes = _framework(pre_filter=plugins).run_pre_filter(state, _pod(), [])
     assert (None if result is None or result.node_names is None else set(result.node_names)) == nodes
     assert got == status
     assert got_with_nodes == with_nodes
+    assert "".join(p.name for p in plugins if p.ran) == ran
     if any(p.status is SKIP for p in plugins):
         assert state.skip_filter_plugins == {"A"}
 
@@ -395,8 +465,8 @@ def _to_max_100(scores: np.ndarray) -> None:
 def _invalid(plugin: str, score: int) -> str:
     # upstream's wording, grammar included
     return (
-        f"plugin {plugin!r} returns an invalid score {score}, "
-        "it should in the range of [0, 100] after normalizing"
+        f'applying score defaultWeights on Score plugins: plugin "{plugin}" returns an invalid score '
+        f"{score}, it should in the range of [0, 100] after normalizing"
     )
 
 
@@ -453,7 +523,7 @@ def test_normalize_runs_before_the_range_check() -> None:
             Fixed("Norm", {"n0": 1, "n1": 2}, normalize=_add_100),
             _invalid("Norm", 102),
         ),
-        (Fixed("Raise", {"n0": 1}), "running Score plugin 'Raise': 'n1'"),
+        (Fixed("Raise", {"n0": 1}), "running Score plugins: plugin \"Raise\" failed with: 'n1'"),
     ],
     ids=["over-100", "negative", "after-normalize", "raises"],
 )
@@ -464,12 +534,13 @@ def test_score_errors(plugin: Fixed, message: str) -> None:
     assert status == error(message, plugin=plugin.name)
 
 
-def test_normalize_rejection_names_the_plugin() -> None:
+def test_normalize_rejection_is_an_error_naming_the_plugin() -> None:
     snapshot = _snapshot(["n0"])
     framework = _framework(
         score=[Fixed("N", {"n0": 1}, normalize=lambda s: unschedulable("bad"))], snapshot=snapshot
     )
-    assert _score(framework, snapshot, ["n0"])[2] == unschedulable("bad", plugin="N")
+    expected = error('running Normalize on Score plugins: plugin "N" failed with: bad', plugin="N")
+    assert _score(framework, snapshot, ["n0"])[2] == expected
 
 
 class PreScoreSkip(PreScorePlugin):
@@ -499,7 +570,7 @@ def test_pre_score_skip_skips_the_score_plugin() -> None:
 def test_pre_score_failure_is_an_error() -> None:
     framework = _framework(pre_score=[PreScoreSkip("A", unschedulable("no"))])
     status = framework.run_pre_score(CycleState(), _pod(), NodeSet(_snapshot(["n0"]), np.array([0])))
-    assert status == error("running PreScore plugin 'A': no", plugin="A")
+    assert status == error('running PreScore plugin "A": no', plugin="A")
 
 
 # -- reserve --------------------------------------------------------------------------------------------
@@ -527,7 +598,7 @@ class Reserver(ReservePlugin):
     [
         (unschedulable("no room"), unschedulable("no room", plugin="R2")),
         (unresolvable("never"), unresolvable("never", plugin="R2")),
-        (error("kaput"), error("running Reserve plugin 'R2': kaput", plugin="R2")),
+        (error("kaput"), error('running Reserve plugin "R2": kaput', plugin="R2")),
     ],
     ids=["unschedulable", "unresolvable", "error"],
 )
@@ -624,7 +695,7 @@ async def test_permit_timeout(timeout: float, advance: float, message: str) -> N
     [
         ([Permit("P"), Permit("Q")], None),
         ([Permit("P", WAIT, 5), Permit("Q", unschedulable("no"))], unschedulable("no", plugin="Q")),
-        ([Permit("P", error("kaput"))], error("running Permit plugin 'P': kaput", plugin="P")),
+        ([Permit("P", error("kaput"))], error('running Permit plugin "P": kaput', plugin="P")),
     ],
     ids=["all-allow", "reject-beats-wait", "error"],
 )
@@ -657,7 +728,7 @@ class Gate(PreEnqueuePlugin):
             [Gate("A"), Gate("B", unresolvable("gated")), Gate("C", unschedulable("x"))],
             unresolvable("gated", plugin="B"),
         ),
-        ([Gate("A", raises=True)], error("running PreEnqueue plugin 'A': gate broke", plugin="A")),
+        ([Gate("A", raises=True)], error('running PreEnqueue plugin "A": gate broke', plugin="A")),
     ],
     ids=["admitted", "first-rejection", "raises"],
 )
@@ -754,7 +825,7 @@ class Binder(BindPlugin, PreBindPlugin, PostBindPlugin):
         ([SKIP, None], None, ["A", "B"]),
         ([SKIP, SKIP], Status(Code.SKIP, ("no bind plugin bound the pod",)), ["A", "B"]),
         ([error("409: conflict"), None], error("409: conflict", plugin="A"), ["A"]),
-        (["raise", None], error("running Bind plugin 'A': broke", plugin="A"), ["A"]),
+        (["raise", None], error('running Bind plugin "A": broke', plugin="A"), ["A"]),
     ],
     ids=["first-binds", "skip-passes-on", "nobody-binds", "error", "raises"],
 )
@@ -774,7 +845,7 @@ async def test_run_bind(statuses: list[Any], expected: Status | None, ran: list[
     [
         ([None, SKIP], None, ["A", "B"]),
         ([unschedulable("volume not ready"), None], unschedulable("volume not ready", plugin="A"), ["A"]),
-        (["raise", None], error("running PreBind plugin 'A': broke", plugin="A"), ["A"]),
+        (["raise", None], error('running PreBind plugin "A": broke', plugin="A"), ["A"]),
     ],
     ids=["success-and-skip", "rejection", "raises"],
 )

@@ -754,6 +754,63 @@ def test_score_by_hand(args: Args, pod: Any, node: Any, existing: Any, expected:
     assert _scores(args, pod, [node], existing) == [expected]
 
 
+# -- in-place resizes and pod-level requests ------------------------------------------------------------
+def _resized_on_n(spec_cpu: str, running_cpu: str, condition: str = "") -> dict[str, Any]:
+    builder = make_pod().name(f"p{next(_ids)}").node("n").req(cpu=spec_cpu, memory="1Gi")
+    builder.container_status(
+        "c", {"cpu": running_cpu, "memory": "1Gi"}, {"cpu": running_cpu, "memory": "1Gi"}
+    )
+    if condition:
+        builder.condition("PodResizePending", condition)
+    return builder.obj()
+
+
+@pytest.mark.parametrize(
+    ("existing", "expected"),
+    [
+        # resized down to 500m in the spec, still running with 1500m: no room yet
+        (_resized_on_n("500m", "1500m"), _unsch("Insufficient cpu")),
+        (_resized_on_n("500m", "500m"), None),
+        # resized up to 1500m: the room is taken before the kubelet acts ...
+        (_resized_on_n("1500m", "500m"), _unsch("Insufficient cpu")),
+        (_resized_on_n("1500m", "500m", "Deferred"), _unsch("Insufficient cpu")),
+        # ... and given back when the resize can never happen
+        (_resized_on_n("1500m", "500m", "Infeasible"), None),
+    ],
+    ids=["down-not-actuated", "down-actuated", "up-pending", "up-deferred", "up-infeasible"],
+)
+def test_filter_counts_existing_pods_as_resized(existing: dict[str, Any], expected: Status | None) -> None:
+    plugin = NodeResourcesFit(_args())
+    info, pod = _node_info(_n(), [existing]), PodInfo(_pod(cpu="1"))
+    state = CycleState()
+    plugin.pre_filter(state, pod, [info])
+    assert plugin.filter(state, pod, info) == expected
+
+
+def test_filter_reads_the_spec_of_the_pod_being_scheduled() -> None:
+    """Upstream's computePodResourceRequest reads no resize status for a pod being scheduled."""
+    raw = make_pod().name("p").req(cpu="1").container_status("c", {"cpu": "3"}).obj()
+    plugin, pod, info = NodeResourcesFit(_args()), PodInfo(raw), _node_info(_n())
+    state = CycleState()
+    plugin.pre_filter(state, pod, [info])
+    assert plugin.filter(state, pod, info) is None
+
+
+def test_pod_level_requests_score_and_count_differently() -> None:
+    """With pod-level cpu only, the incoming pod scores its containers' memory with a 200 MiB stand-in
+    each (``calculatePodResourceRequest``), while on the node only the resources missing from the whole
+    pod get one (``getNonMissingContainerRequests``): memory is present there, so 100 MiB."""
+    raw = make_pod().name("p").req(memory="100Mi").container().pod_requests(cpu="1").obj()
+    memory_only = _strategy("LeastAllocated", [{"name": "memory", "weight": 1}])
+    # (1024 - 300) * 100 / 1024 = 70 for the incoming pod ...
+    assert _scores(memory_only, raw, [_hand_node("4", "1Gi")]) == [70]
+    # ... and (1024 - 100 - 200) * 100 / 1024 = 70 with it placed (100Mi, not 300Mi: that would be 51)
+    # and a newcomer of one container without requests (200Mi)
+    placed = dict(raw, spec=dict(raw["spec"], nodeName="n"))
+    assert _scores(memory_only, _st_pod({}), [_hand_node("4", "1Gi")], [placed]) == [70]
+    assert (PodInfo(raw).scoring_memory, PodInfo(placed).non_zero_memory) == (300 * Mi, 100 * Mi)
+
+
 # -- args -----------------------------------------------------------------------------------------------
 def test_default_args() -> None:
     args = _args()

@@ -121,3 +121,69 @@ def test_node_update_events(old, new, actions):
     events = node_update_events(old, new)
     assert [e.action for e in events] == actions
     assert all(e.resource is Resource.NODE for e in events)
+
+
+def _resized(cpu: str, running: str | None = None, allocated: str | None = None, condition: str = ""):
+    """A bound pod with spec request ``cpu`` and the kubelet's view of an in-place resize."""
+    from kopf_scheduler.testing import make_pod as build
+
+    builder = build().name("p").uid("uid-p").node("n1").req(cpu=cpu)
+    if running is not None or allocated is not None:
+        builder.container_status(
+            "c",
+            {"cpu": running} if running is not None else None,
+            {"cpu": allocated} if allocated is not None else None,
+        )
+    if condition:
+        builder.condition("PodResizePending", condition)
+    return PodInfo(builder.obj())
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "actions"),
+    [
+        # desired 2 -> 1, still running with 2: nothing freed yet (upstream compares the effective requests)
+        pytest.param(
+            _resized("2", "2", "2"),
+            _resized("1", "2", "1"),
+            [Action.UPDATE_POD_OTHER],
+            id="down-not-actuated",
+        ),
+        pytest.param(
+            _resized("1", "2", "1"),
+            _resized("1", "1", "1"),
+            [Action.UPDATE_POD_SCALE_DOWN],
+            id="down-actuated",
+        ),
+        pytest.param(
+            _resized("3", "1", "1"),
+            _resized("3", "1", "1", "Infeasible"),
+            [Action.UPDATE_POD_SCALE_DOWN],
+            id="up-found-infeasible",
+        ),
+        pytest.param(
+            _resized("3", "1", "1"),
+            _resized("3", "1", "1", "Deferred"),
+            [Action.UPDATE_POD_OTHER],
+            id="up-deferred",
+        ),
+        pytest.param(
+            _resized("3", "1", "1", "Infeasible"),
+            _resized("1", "1", "1"),
+            [Action.UPDATE_POD_OTHER],
+            id="infeasible-resize-withdrawn",
+        ),
+        pytest.param(_resized("0"), _resized("1"), [Action.UPDATE_POD_OTHER], id="zero-raised"),
+        pytest.param(
+            _resized("0"),
+            PodInfo(
+                {"metadata": {"name": "p", "uid": "uid-p"}, "spec": {"nodeName": "n1", "containers": [{}]}}
+            ),
+            [Action.UPDATE_POD_SCALE_DOWN],
+            id="explicit-zero-removed",
+        ),
+    ],
+)
+def test_in_place_resize_events(old, new, actions):
+    """``extractPodScaleDown`` with ``UseStatusResources``: what the pod holds on its node went down."""
+    assert [e.action for e in pod_update_events(old, new, assigned=True)] == actions

@@ -1,6 +1,7 @@
-"""What ``simulate`` fills in as the API server would: priorities from PriorityClasses (the Priority
-admission plugin, with the built-in system classes and the global default) and ``disruptionsAllowed`` of
-budgets given without a status (the disruption controller)."""
+"""What ``simulate`` fills in or refuses as the API server would: priorities from PriorityClasses (the
+Priority admission plugin, with the built-in system classes and the global default), ``disruptionsAllowed``
+of budgets given without a status (the disruption controller), and negative resource quantities (pod
+validation)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from kopf_scheduler.simulate.admission import (
     default_disruptions_allowed,
     parse_priority_class,
     resolve_priority,
+    validate_pod_resources,
 )
 from kopf_scheduler.simulate.loader import load_cluster
+from kopf_scheduler.testing import make_pod
 
 
 def classes(*extra: PriorityClass) -> dict[str, PriorityClass]:
@@ -219,3 +222,109 @@ def test_loader_names_the_refused_pod(tmp_path: Path) -> None:
     twice = {"kind": "PriorityClass", "metadata": {"name": "dup"}, "value": 1}
     with pytest.raises(UsageError, match="PriorityClass dup: defined twice"):
         load_cluster([write(tmp_path, twice, twice)])
+
+
+def _negative(path: str, shown: str) -> str:
+    return f'{path}: Invalid value: "{shown}": must be greater than or equal to 0'
+
+
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [
+        (make_pod().req(cpu="-1"), _negative("spec.containers[0].resources.requests[cpu]", "-1")),
+        (make_pod().limits(memory="-1Gi"), _negative("spec.containers[0].resources.limits[memory]", "-1Gi")),
+        # printed as the API server prints the quantity it parsed
+        (make_pod().req(cpu="-0.5"), _negative("spec.containers[0].resources.requests[cpu]", "-500m")),
+        (make_pod().req(cpu="-1000"), _negative("spec.containers[0].resources.requests[cpu]", "-1k")),
+        (
+            make_pod().req(memory="-1.5Gi"),
+            _negative("spec.containers[0].resources.requests[memory]", "-1536Mi"),
+        ),
+        (
+            make_pod().set("spec.containers", [{"name": "c", "resources": {"requests": {"cpu": -2}}}]),
+            _negative("spec.containers[0].resources.requests[cpu]", "-2"),
+        ),
+        # the second container, an init container, a sidecar
+        (
+            make_pod().req(cpu="1").container(cpu="-1"),
+            _negative("spec.containers[1].resources.requests[cpu]", "-1"),
+        ),
+        (
+            make_pod().init_container(cpu="-1"),
+            _negative("spec.initContainers[0].resources.requests[cpu]", "-1"),
+        ),
+        (
+            make_pod().init_container(sidecar=True, memory="-5Mi"),
+            _negative("spec.initContainers[0].resources.requests[memory]", "-5Mi"),
+        ),
+        # limits are checked before requests, containers before init containers, names in order
+        (
+            make_pod().req(memory="-1").limits(cpu="-2"),
+            _negative("spec.containers[0].resources.limits[cpu]", "-2"),
+        ),
+        (
+            make_pod().init_container(cpu="-1").req(memory="-1"),
+            _negative("spec.containers[0].resources.requests[memory]", "-1"),
+        ),
+        (
+            make_pod().res({"example.com/gpu": "-1", "cpu": "-1"}),
+            _negative("spec.containers[0].resources.requests[cpu]", "-1"),
+        ),
+        (
+            make_pod().res({"example.com/gpu": "-1"}),
+            _negative("spec.containers[0].resources.requests[example.com/gpu]", "-1"),
+        ),
+        # pod-level resources and overhead (validated as the limits of a resource requirement)
+        (make_pod().pod_requests(cpu="-1"), _negative("spec.resources.requests[cpu]", "-1")),
+        (
+            make_pod().set("spec.resources", {"limits": {"memory": "-1Mi"}}),
+            _negative("spec.resources.limits[memory]", "-1Mi"),
+        ),
+        (make_pod().overhead(cpu="-10m"), _negative("spec.overhead.limits[cpu]", "-10m")),
+        (
+            make_pod().set("spec.resources", {"limits": {"cpu": "lots"}}),
+            "spec.resources.limits[cpu]: invalid quantity 'lots'",
+        ),
+        # zero and positive quantities pass
+        (make_pod().req(cpu="0", memory="-0").limits(cpu="1").pod_requests(cpu="1").overhead(cpu="1m"), None),
+    ],
+    ids=[
+        "request",
+        "limit",
+        "fraction-canonical",
+        "thousand-canonical",
+        "binary-canonical",
+        "yaml-integer",
+        "second-container",
+        "init-container",
+        "sidecar",
+        "limits-first",
+        "containers-first",
+        "names-sorted",
+        "extended-resource",
+        "pod-level-request",
+        "pod-level-limit",
+        "overhead",
+        "unparseable-pod-level-limit",
+        "zero-and-positive",
+    ],
+)
+def test_validate_pod_resources(pod: Any, message: str | None) -> None:
+    if message is None:
+        validate_pod_resources(pod.name("p").obj())
+        return
+    with pytest.raises(AdmissionError) as info:
+        validate_pod_resources(pod.name("p").obj())
+    assert str(info.value) == message
+
+
+def test_loader_refuses_a_negative_request_naming_file_pod_and_field(tmp_path: Path) -> None:
+    bound = make_pod().name("running").node("n1").req(cpu="1").obj()
+    bad = make_pod().name("bad").req(cpu="-1").obj()
+    path = write(tmp_path, bound, bad)
+    with pytest.raises(UsageError) as info:
+        load_cluster([path])
+    assert str(info.value) == (
+        f"{path}: Pod default/bad: "
+        'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'
+    )

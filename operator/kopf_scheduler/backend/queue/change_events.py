@@ -56,9 +56,14 @@ NODE_UPDATE = {
 
 # -- pods ----------------------------------------------------------------------------------------------
 def _scaled_down(old: PodInfo, new: PodInfo) -> bool:
-    # A request removed or lowered may free room; raised or added ones cannot help anyone.
+    """``extractPodScaleDown``: a request lowered or removed may free room; raised or added ones cannot
+    help anyone. It compares the requests in effect (``PodInfo.requests``: in-place resizes included, as
+    upstream's ``UseStatusResources``), so a resize the kubelet has actuated downwards counts."""
     new_requests = new.requests
-    return any(amount > new_requests.get(name, 0) for name, amount in old.requests.items())
+    if any(amount > new_requests.get(name, 0) for name, amount in old.requests.items()):
+        return True
+    # An explicit zero request that disappears is "removed" to upstream as well.
+    return any(name not in new_requests and name not in new.zero_requests for name in old.zero_requests)
 
 
 def _status(pod: PodInfo) -> Mapping[str, Any]:

@@ -65,7 +65,17 @@ MIN_FILTER_CHUNK = 256
 
 
 def _call_error(plugin: Plugin, point: str, exc: BaseException) -> Status:
-    return error(f"running {point} plugin {plugin.name!r}: {exc}", plugin=plugin.name, cause=exc)
+    """A plugin that raised, worded as upstream's ``framework.go`` words the error status of that point."""
+    name = plugin.name
+    if point == "Filter":
+        message = f'running "{name}" filter plugin: {exc}'
+    elif point == "Score":
+        message = f'running Score plugins: plugin "{name}" failed with: {exc}'
+    elif point == "PostFilter":
+        message = str(exc)
+    else:
+        message = f'running {point} plugin "{name}": {exc}'
+    return error(message, plugin=name, cause=exc)
 
 
 class _NoNominator:
@@ -223,11 +233,16 @@ class Framework:
     objects: ClusterListers = field(default_factory=NoObjects)
     #: scheduler extenders, in calling order (``framework.extenders``); with any, the cycle awaits I/O
     extenders: list[HTTPExtender] = field(default_factory=list)
+    #: whether the scheduler still holds a pod, by uid (set by the scheduler; without one, every pod)
+    pod_known: Callable[[str], bool] = field(default=lambda uid: True)
 
     # -- Handle ----------------------------------------------------------------------------------------
     def snapshot(self) -> SnapshotLister:
         assert self.current_snapshot is not None, "no scheduling cycle is running"
         return self.current_snapshot
+
+    def pod_exists(self, pod: PodInfo) -> bool:
+        return self.pod_known(pod.uid)
 
     def pdbs(self) -> Sequence[DisruptionBudget]:
         return self.disruption_budgets.list()
@@ -258,33 +273,46 @@ class Framework:
     def run_pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
     ) -> tuple[PreFilterResult | None, Status | None, list[str]]:
-        """Runs pre-filter plugins; also returns the plugins whose results restrict the nodes."""
+        """Runs the pre-filter plugins as ``RunPreFilterPlugins`` (``framework/runtime/framework.go``) does;
+        returns the merged result, the status and the plugins whose results restricted the nodes.
+
+        An ``Unschedulable`` status does not stop the run: the later plugins still prepare their cycle
+        state, which preemption's dry run needs (kubernetes#119770). The last such status is returned
+        unless something ends the run first: ``UnschedulableAndUnresolvable`` (preemption cannot help;
+        returned with no plugin list), any other code (an error naming the plugin), or results whose
+        intersection is empty (``UnschedulableAndUnresolvable`` naming no plugin, with the list).
+        """
         result: PreFilterResult | None = None
         with_nodes: list[str] = []
+        rejected: Status | None = None
         for plugin in self.pre_filter:
             try:
                 plugin_result, status = plugin.pre_filter(state, pod, nodes)
             except Exception as e:
-                return None, _call_error(plugin, "PreFilter", e), with_nodes
+                return None, _call_error(plugin, "PreFilter", e), []
             if status is not None and status.code == Code.SKIP:
                 state.skip_filter_plugins.add(plugin.name)
                 continue
             if status is not None and not status.is_success:
-                return None, status.with_plugin(plugin.name), [plugin.name]
+                status = status.with_plugin(plugin.name)
+                if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    return None, status, []
+                if status.code == Code.UNSCHEDULABLE:
+                    rejected = status
+                    continue
+                message = f'running PreFilter plugin "{plugin.name}": {status.message()}'
+                return None, error(message, plugin=plugin.name, cause=status.cause), []
             if plugin_result is not None and plugin_result.node_names is not None:
                 with_nodes.append(plugin.name)
                 result = plugin_result if result is None else result.merge(plugin_result)
                 if not result.node_names:
-                    if len(with_nodes) == 1:
-                        message = f"node(s) didn't satisfy plugin {with_nodes[0]}"
+                    names = sorted(with_nodes)  # upstream lists a sorted set
+                    if len(names) == 1:
+                        message = f"node(s) didn't satisfy plugin {names[0]}"
                     else:
-                        message = f"node(s) didn't satisfy plugin(s) [{' '.join(with_nodes)}] simultaneously"
-                    return (
-                        result,
-                        Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), with_nodes[0]),
-                        with_nodes,
-                    )
-        return result, None, with_nodes
+                        message = f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
+                    return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,)), with_nodes
+        return result, rejected, with_nodes
 
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
@@ -295,7 +323,7 @@ class Framework:
                 continue
             status = ext.add_pod(state, pod, to_add, node)
             if status is not None and not status.is_success:
-                raise RuntimeError(f"running AddPod on PreFilter plugin {plugin.name!r}: {status.message()}")
+                raise RuntimeError(f'running AddPod on PreFilter plugin "{plugin.name}": {status.message()}')
 
     def run_pre_filter_remove_pod(
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
@@ -307,7 +335,7 @@ class Framework:
             status = ext.remove_pod(state, pod, to_remove, node)
             if status is not None and not status.is_success:
                 raise RuntimeError(
-                    f"running RemovePod on PreFilter plugin {plugin.name!r}: {status.message()}"
+                    f'running RemovePod on PreFilter plugin "{plugin.name}": {status.message()}'
                 )
 
     def run_filter_chain(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -504,7 +532,7 @@ class Framework:
             if status.code == Code.SKIP:
                 state.skip_score_plugins.add(plugin.name)
                 continue
-            return error(f"running PreScore plugin {plugin.name!r}: {status.message()}", plugin=plugin.name)
+            return error(f'running PreScore plugin "{plugin.name}": {status.message()}', plugin=plugin.name)
         return None
 
     def run_score(
@@ -528,7 +556,8 @@ class Framework:
                 if plugin.has_normalize:
                     status = plugin.normalize_score(state, pod, scores)
                     if status is not None and not status.is_success:
-                        return total, breakdown, status.with_plugin(plugin.name)
+                        message = f'running Normalize on Score plugins: plugin "{plugin.name}" failed with: '
+                        return total, breakdown, error(message + status.message(), plugin=plugin.name)
             except Exception as e:
                 return total, breakdown, _call_error(plugin, "Score", e)
             if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
@@ -537,7 +566,8 @@ class Framework:
                     total,
                     breakdown,
                     error(
-                        f"plugin {plugin.name!r} returns an invalid score {bad}, it should in the range of "
+                        "applying score defaultWeights on Score plugins: "
+                        f'plugin "{plugin.name}" returns an invalid score {bad}, it should in the range of '
                         f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
                         plugin=plugin.name,
                     ),
@@ -561,7 +591,7 @@ class Framework:
                 if status.is_rejection:
                     return status.with_plugin(plugin.name)
                 return error(
-                    f"running Reserve plugin {plugin.name!r}: {status.message()}", plugin=plugin.name
+                    f'running Reserve plugin "{plugin.name}": {status.message()}', plugin=plugin.name
                 )
         return None
 
@@ -586,7 +616,7 @@ class Framework:
             if status.code == Code.WAIT:
                 timeouts[plugin.name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT)
                 continue
-            return error(f"running Permit plugin {plugin.name!r}: {status.message()}", plugin=plugin.name)
+            return error(f'running Permit plugin "{plugin.name}": {status.message()}', plugin=plugin.name)
         if timeouts:
             self.waiting_pods.add(WaitingPod(pod, timeouts, self.clock))
             return Status(Code.WAIT, (), next(iter(timeouts)))

@@ -81,7 +81,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         return True
 
     def _compute_request(self, pod: PodInfo) -> _Request:
-        checked = [(n, a) for n, a in pod.requests.items() if a > 0 and self._checked(n)]
+        # The spec alone: upstream's computePodResourceRequest reads no resize status for a pod being
+        # scheduled.
+        checked = [(n, a) for n, a in pod.spec_requests.items() if a > 0 and self._checked(n)]
         return _Request(tuple(sorted(checked, key=_check_order)))
 
     def _request(self, state: CycleState, pod: PodInfo) -> _Request:
@@ -152,9 +154,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         out = []
         for spec in self.args.resources:
             if spec.name == res.CPU:
-                out.append(pod.non_zero_cpu)
+                out.append(pod.scoring_cpu)
             elif spec.name == res.MEMORY:
-                out.append(pod.non_zero_memory)
+                out.append(pod.scoring_memory)
             else:
                 out.append(pod.requests.get(spec.name, 0))
         return out
