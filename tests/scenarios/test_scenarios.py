@@ -10,6 +10,9 @@ File format (``tests/scenarios/*.yaml``)::
     profile: {...}            # optional SchedulingProfile spec; default: the built-in default profile
     objects: [Node..., Pod..., PriorityClass..., PodDisruptionBudget...]  # pods with spec.nodeName are
                                                                           # existing load
+    # also Namespace (labels for namespaceSelector), Service, ReplicaSet, StatefulSet and
+    # ReplicationController (PodTopologySpread's default selector): valid API objects, since the
+    # differential test creates them; a pod's ownerReferences may leave out the uid
     expect:
       <namespace>/<pod>: {node: n1}            # the only best node
       <namespace>/<pod>: {nodes: [n1, n2]}     # tied best nodes: any of them

@@ -37,6 +37,8 @@ S1 = {"security": "S1"}
 NODE1 = node("node1", {"region": "r1", "zone": "z11"})
 EXISTING_POD = pod("e", SEC_SCAN, node="node1")
 TEAM1 = {"matchExpressions": [expr("team", "In", "team1")]}
+NOT_TEAM2 = expr("team", "NotIn", "team2")
+NO_TEAM = expr("team", "DoesNotExist")
 
 
 def _in(key: str, topology: str, *values: str, **kw: Any) -> dict[str, Any]:
@@ -372,6 +374,34 @@ SINGLE_NODE = [
             labels=S1,
             namespace="subteam1.team1",
             aff=affinity(anti=[_in("service", "zone", "securityscan", "value2", ns_selector=TEAM1)]),
+        ),
+        [pod("e", SEC_SCAN, node="node1", namespace="subteam1.team2")],
+        None,
+        None,
+    ),
+    # v1.34: the merged term keeps its selector (mergeAffinityTermNamespacesIfNotEmpty gets the term by
+    # value) and is matched with nil namespace labels, so a selector the empty label set satisfies sees
+    # every namespace, here one whose "team" label it excludes.
+    (
+        "anti-affinity-namespace-selector-satisfied-by-no-labels-sees-every-namespace",
+        pod(
+            labels=S1,
+            namespace="subteam1.team1",
+            aff=affinity(
+                anti=[_in("service", "zone", "securityscan", ns_selector={"matchExpressions": [NOT_TEAM2]})]
+            ),
+        ),
+        [pod("e", SEC_SCAN, node="node1", namespace="subteam1.team2")],
+        None,
+        ANTI,
+    ),
+    (
+        "affinity-namespace-selector-picking-no-namespace-still-sees-every-namespace",
+        pod(
+            labels=S1,
+            aff=affinity(
+                [_in("service", "region", "securityscan", ns_selector={"matchExpressions": [NO_TEAM]})]
+            ),
         ),
         [pod("e", SEC_SCAN, node="node1", namespace="subteam1.team2")],
         None,

@@ -9,7 +9,9 @@
   scheduler ignores them, as upstream does.
 - The incoming pod's selector-based namespaces are resolved once per cycle (``merged``) against the
   namespaces known to the plugin; existing pods' terms keep their selector, matched against the incoming
-  pod's namespace labels.
+  pod's namespace labels. The incoming pod's merged terms keep their selector too, and are matched with no
+  namespace labels, as kube-scheduler v1.34 does (see ``AffinityTerm.merged``): a selector an empty label
+  set satisfies (only ``NotIn`` and ``DoesNotExist`` requirements) makes such a term see every namespace.
 
 Parsed terms are cached on ``PodInfo.extra`` (PodInfos are reused across cycles). A group of terms that
 cannot be parsed is empty, and the pod records the error, as upstream's ``PodInfo.Update`` does.
@@ -60,14 +62,21 @@ class AffinityTerm:
         return self.selector is not None and self.selector.matches(pod.labels)
 
     def merged(self, namespaces: NamespaceLister) -> AffinityTerm:
-        """This term with a non-empty namespace selector replaced by the namespaces it picks now."""
+        """This term with the namespaces its non-empty namespace selector picks now added.
+
+        The selector stays, as in kube-scheduler v1.34: ``mergeAffinityTermNamespacesIfNotEmpty``
+        (``interpodaffinity/plugin.go``) gets the ``fwk.AffinityTerm`` by value, so the namespaces it adds
+        land in the shared set but its ``at.NamespaceSelector = labels.Nothing()`` is lost; the merged term
+        is then matched with nil namespace labels (``podMatchesAllAffinityTerms``, the scoring's
+        ``processTerms(..., nil, ...)``), where the selector still answers for the empty label set.
+        """
         ns_selector = self.namespace_selector
         if ns_selector is None or ns_selector.empty:
             return self
         picked = {
             name for name in namespaces.names() if ns_selector.matches(namespaces.labels(name) or _EMPTY)
         }
-        return AffinityTerm(self.namespaces | picked, self.selector, self.topology_key, None)
+        return AffinityTerm(self.namespaces | picked, self.selector, self.topology_key, ns_selector)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AffinityTerm) and other._key == self._key
