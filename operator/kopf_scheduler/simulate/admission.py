@@ -189,3 +189,16 @@ def validate_pod_resources(pod: Mapping[str, Any]) -> None:
             if negative:
                 shown = format_quantity(value)
                 raise AdmissionError(f'{path}[{name}]: Invalid value: "{shown}": {NEGATIVE_QUANTITY}')
+
+
+def default_replication_controller(rc: MutableMapping[str, Any]) -> None:
+    """The API server's defaulting of a ReplicationController (``SetDefaults_ReplicationController``):
+    an empty ``spec.selector`` becomes the template's labels."""
+    spec = rc.get("spec")
+    if not isinstance(spec, MutableMapping) or spec.get("selector"):
+        return
+    template = spec.get("template")
+    meta = template.get("metadata") if isinstance(template, Mapping) else None
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if isinstance(labels, Mapping) and labels:
+        spec["selector"] = dict(labels)

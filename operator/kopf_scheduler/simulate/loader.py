@@ -29,6 +29,7 @@ from kopf_scheduler.simulate.admission import (
     AdmissionError,
     builtin_priority_classes,
     default_disruptions_allowed,
+    default_replication_controller,
     parse_priority_class,
     resolve_priority,
     validate_pod_resources,
@@ -173,6 +174,8 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
                         DisruptionBudget.parse(obj)
                         cluster.pdbs.append(obj)
                     elif kind in _KINDS:
+                        if kind == "ReplicationController":
+                            default_replication_controller(obj)
                         _KINDS[kind].parse(obj)
                         cluster.objects.append((_KINDS[kind], obj))
                     else:

@@ -17,6 +17,7 @@ from kopf_scheduler.simulate.admission import (
     PriorityClass,
     builtin_priority_classes,
     default_disruptions_allowed,
+    default_replication_controller,
     parse_priority_class,
     resolve_priority,
     validate_pod_resources,
@@ -328,3 +329,16 @@ def test_loader_refuses_a_negative_request_naming_file_pod_and_field(tmp_path: P
         f"{path}: Pod default/bad: "
         'spec.containers[0].resources.requests[cpu]: Invalid value: "-1": must be greater than or equal to 0'
     )
+
+
+def test_a_replication_controller_without_a_selector_selects_its_template_labels() -> None:
+    rc: dict[str, Any] = {
+        "kind": "ReplicationController",
+        "metadata": {"name": "rc"},
+        "spec": {"template": {"metadata": {"labels": {"app": "web"}}}},
+    }
+    default_replication_controller(rc)
+    assert rc["spec"]["selector"] == {"app": "web"}
+    rc["spec"]["selector"] = {"app": "other"}
+    default_replication_controller(rc)
+    assert rc["spec"]["selector"] == {"app": "other"}
