@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import ObjectKind, object_key
 from kopf_scheduler.scheduler import Scheduler
 
@@ -127,7 +128,13 @@ class Resync:
 
     async def _reconcile_kind(self, kind: ObjectKind[Any], asked: float) -> int:
         listed = set()
-        for raw in await self.list_objects(kind.list_path):
+        try:
+            found = await self.list_objects(kind.list_path)
+        except APIError as e:
+            if e.status != 404:
+                raise
+            return 0  # not served (a CRD not applied): nothing of it is held either
+        for raw in found:
             with contextlib.suppress(ValueError):  # unreadable: never stored, so nothing to keep
                 listed.add(object_key(raw, kind.namespaced))
         seen = self._objects_seen.get(kind, {})

@@ -146,7 +146,9 @@ async def find_nodes_that_fit(
     order = np.concatenate((candidates[start:], candidates[:start])) if start else candidates
     started = now()
     outcome = fwk.find_feasible(state, pod, snapshot, order, to_find, nominated)
-    sched.observe("Filter", None, fwk.profile_name, started)
+    sched.observe("Filter", outcome.statuses.error, fwk.profile_name, started)
+    if outcome.statuses.error is not None:  # a filter failed: the attempt fails with its error
+        raise SchedulingError(outcome.statuses.error)
     processed = len(outcome.feasible) + len(outcome.statuses)
     sched.next_start_node_index = (sched.next_start_node_index + processed) % total
     diagnosis.node_statuses = outcome.statuses

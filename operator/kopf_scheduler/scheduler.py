@@ -24,6 +24,7 @@ from kopf_scheduler.api.extenders import ignored_resources
 from kopf_scheduler.api.profile import PluginSet, ProfileSpec
 from kopf_scheduler.backend.cache import Cache, Snapshot
 from kopf_scheduler.backend.objects import ClusterObjects
+from kopf_scheduler.backend.objects.members import GroupMembersIndex
 from kopf_scheduler.backend.queue import SchedulingQueue
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
@@ -41,7 +42,7 @@ from kopf_scheduler.framework.runtime.registry import Registry
 from kopf_scheduler.framework.slim import slim
 from kopf_scheduler.framework.status import Status
 from kopf_scheduler.plugins.defaults import default_plugins
-from kopf_scheduler.plugins.names import NODE_RESOURCES_FIT
+from kopf_scheduler.plugins.names import NODE_RESOURCES_FIT, PRIORITY_SORT
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.registry import new_registry
 from kopf_scheduler.schedule_one import REASON_SCHEDULER_ERROR, ScheduleResult, now, scheduling_cycle
@@ -119,6 +120,8 @@ class Scheduler:
         self.disruption_budgets = DisruptionBudgets()
         #: Namespaces, Services, controllers, ...: read by plugins through ``handle.objects``
         self.objects = ClusterObjects(WATCHED_KINDS)
+        #: the pods of each PodGroup (pod-group label), read by Coscheduling and the PodGroup status
+        self.group_members = GroupMembersIndex()
         self.queue = SchedulingQueue(
             PrioritySort(),
             self.profiles.get,
@@ -159,6 +162,9 @@ class Scheduler:
         )
         framework.rng = self.rng
         framework.disruption_budgets = self.disruption_budgets
+        framework.pod_known = self.pod_known
+        framework.group_members = self.group_members
+        framework.activate_pods = self.queue.activate
         return framework
 
     def set_profile(self, spec: ProfileSpec) -> Framework:
@@ -173,7 +179,7 @@ class Scheduler:
         name = framework.profile_name
         previous = self.profiles.get(name)
         self.profiles[name] = framework
-        self.queue.set_queue_sort(framework.queue_sort)
+        self._choose_queue_sort()
         if previous is not None:
             self.queue.move_all_to_active_or_backoff(EVENT_FORCE_ACTIVATE, None, None)
         for uid, pod in list(self._unserved.items()):
@@ -185,10 +191,33 @@ class Scheduler:
         """Stops serving ``scheduler_name``: its pending pods leave the queue until a profile claims it."""
         if self.profiles.pop(scheduler_name, None) is None:
             return
+        self._choose_queue_sort()
         for qp in self.queue.pending():
             if qp.pod.scheduler_name == scheduler_name:
                 self._unserved[qp.pod.uid] = qp.pod
                 self.queue.delete(qp.pod)
+
+    def _choose_queue_sort(self) -> None:
+        """One queue-sort plugin orders the pods of every profile (upstream refuses profiles that name
+        different ones). Profiles here are separate resources that come and go, so the choice is made
+        here and does not depend on which was installed last: a queue sort other than PrioritySort wins
+        (Coscheduling keeps a gang's pods together and sorts other pods by priority too), the one of the
+        profile served longest among several."""
+        frameworks = list(self.profiles.values())
+        chosen = next((f for f in frameworks if f.queue_sort.name != PRIORITY_SORT), None)
+        if chosen is None and frameworks:
+            chosen = frameworks[0]
+        if chosen is None:
+            return
+        others = {f.queue_sort.name for f in frameworks} - {PRIORITY_SORT, chosen.queue_sort.name}
+        if others:
+            log.warning(
+                "profiles name different queue sort plugins (%s); %s of profile %s orders every pod",
+                ", ".join(sorted(others)),
+                chosen.queue_sort.name,
+                chosen.profile_name,
+            )
+        self.queue.set_queue_sort(chosen.queue_sort)
 
     def use_default_profiles(self, names: tuple[str, ...] = DEFAULT_SCHEDULER_NAMES) -> None:
         for name in names:
@@ -241,13 +270,20 @@ class Scheduler:
         for a profile to serve its scheduler name. Pods in the middle of an attempt are not listed."""
         return [*self.cache.pods(), *(qp.pod for qp in self.queue.pending()), *self._unserved.values()]
 
+    def pod_known(self, uid: str) -> bool:
+        """Whether the scheduler holds the pod (on a node or assumed, waiting in the queue, or unserved):
+        False once its deletion was seen (an in-flight pod's place in the queue outlives it)."""
+        return self.cache.get_pod(uid) is not None or uid in self.queue or uid in self._unserved
+
     def update_pod(self, old_raw: Mapping[str, Any] | None, raw: Mapping[str, Any]) -> None:
         pod = self._parse(raw)
         if pod is None:
             return
+        self.group_members.update(pod)
         if _is_assigned(raw):
             if _is_terminal(raw):
                 self.delete_pod(raw)
+                self.group_members.update(pod)  # a PodGroup's status counts its finished pods
                 return
             self.queue.delete(pod, bound=True)  # it may have been pending with us until now
             self._unserved.pop(pod.uid, None)
@@ -274,6 +310,7 @@ class Scheduler:
     def delete_pod(self, raw: Mapping[str, Any]) -> None:
         pod = PodInfo.reference(raw)
         self._unserved.pop(pod.uid, None)
+        self.group_members.remove(pod.uid)
         removed = self.cache.remove_pod(pod)
         if removed is not None:
             self.queue.assigned_pod_deleted(removed)

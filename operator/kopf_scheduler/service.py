@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
-from kopf_scheduler.framework.objects import ObjectKind, ObjectParseError, object_key
+from kopf_scheduler.framework.client import APIError
+from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.heap import HeapSettler
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, load_connection
 from kopf_scheduler.metrics import SchedulerMetrics
+from kopf_scheduler.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.profile_manager import ProfileManager
 from kopf_scheduler.resync import Resync
 from kopf_scheduler.scheduler import Scheduler
@@ -90,6 +92,10 @@ class SchedulerService:
         self.heap = HeapSettler()
         # small pages: decoding one is a short pause of the loop, not a long one
         self.resync = Resync(self.scheduler, lambda path: self.client.list_objects(path, page_size=100))
+        self.podgroups = PodGroupStatusKeeper(
+            self.scheduler, self._write_pod_group_status, active=self.leading.is_set
+        )
+        self.scheduler.group_members.on_change = self.podgroups.touch
         self._loop_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -120,7 +126,7 @@ class SchedulerService:
         for pdb in await self.client.list_objects("/apis/policy/v1/poddisruptionbudgets"):
             self.scheduler.update_pdb(pdb)
         for kind in self.scheduler.objects.kinds:
-            for obj in await self.client.list_objects(kind.list_path):
+            for obj in await self._list_kind(kind):
                 self.scheduler.update_object(kind, obj)
         nodes = await self.client.list_objects("/api/v1/nodes")
         for node in nodes:
@@ -137,6 +143,16 @@ class SchedulerService:
         self.heap.start()
         self.synced.set()
 
+    async def _list_kind(self, kind: ObjectKind[Any]) -> list[dict[str, Any]]:
+        """The objects of ``kind``; none when the API server does not serve it (a CRD not applied)."""
+        try:
+            return await self.client.list_objects(kind.list_path)
+        except APIError as e:
+            if e.status != 404:
+                raise
+            log.warning("the API server does not serve %s (is its CRD applied?): none known", kind.list_path)
+            return []
+
     async def _lead(self, elector: LeaderElector) -> None:
         """Campaigns for the Lease for as long as the service runs; after a loss, stands by again."""
         while True:
@@ -149,6 +165,7 @@ class SchedulerService:
         log.info("leading as %s: scheduling starts", self.config.identity)
         self.leading.set()
         self._loop_task = asyncio.create_task(self.scheduler.run(), name="scheduling-loop")
+        self.podgroups.touch_all()  # a standby kept no PodGroup status current
 
     async def _stopped_leading(self) -> None:
         # Also called when the elector is cancelled at shutdown, after ``stop`` stopped the loop (and for
@@ -178,6 +195,7 @@ class SchedulerService:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.scheduler.wait_for_bindings(), timeout=5)
         await self.resync.stop()  # before the client closes: it may be listing
+        await self.podgroups.stop()
         await self.scheduler.close_extenders()
         await self.client.close()
         await self.heap.stop()
@@ -215,6 +233,8 @@ class SchedulerService:
         else:
             self.resync.object_seen(kind, key, listed=event is None)
             self.scheduler.update_object(kind, obj)
+            if kind is POD_GROUPS:
+                self.podgroups.touch(key)
 
     def pdb_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         if kind == "DELETED":
@@ -227,6 +247,9 @@ class SchedulerService:
 
     async def _write_profile_status(self, name: str, status: dict[str, Any]) -> None:
         await self.client.patch_status(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}", status)
+
+    async def _write_pod_group_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        await self.client.patch_status(POD_GROUPS.object_path(namespace, name), status)
 
     def health(self) -> dict[str, Any]:
         return {

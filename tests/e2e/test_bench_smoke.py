@@ -1,10 +1,12 @@
 """The side-by-side benchmark runs as users run it (``python -m bench run``), on its smallest useful
 workload: SchedulingBasic at size small (500 nodes, 1,000 measured pods) for kube-scheduler,
 kopf-scheduler and the raw binder, each on its own fresh API server. Asserts only that every pod got
-bound and that the results file has the documented fields; speed is not judged here."""
+bound and that the results file has the documented fields; speed is not judged here. The volume and DRA
+workloads run at upstream's integration-test sizes (a few nodes, 10 pods) for the two schedulers."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -43,3 +45,32 @@ def test_small_scheduling_basic_binds_every_pod_for_all_three(tmp_path: Path) ->
         assert run["api_requests_per_pod"] >= 1.0, run  # at least the binding
         assert run["peak_rss_bytes"] > 0 and run["cpu_seconds"] > 0, run
     assert done.returncode == 0, output
+
+
+#: the volume and DRA workloads at about upstream's integration-test sizes ("5Nodes", DRA "fast"), as
+#: nodes, initial pods, measured pods: their setup objects, kube-controller-manager, the provisioner and the
+#: after-run check, end to end, in about 20 s a run
+TINY = {
+    "SchedulingCSIPVs": (5, 5, 10),
+    "SchedulingWithResourceClaimTemplate": (2, 4, 10),
+    "SchedulingWaitForFirstConsumer": (5, 5, 10),
+}
+
+
+@pytest.mark.parametrize("scheduler", ["kube-scheduler", "kopf-scheduler"])
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_volume_and_dra_workloads_complete_and_pass_their_check(
+    name: str, scheduler: str, tmp_path: Path
+) -> None:
+    # `python -m pytest` from the repository root (as `make e2e`) has `bench` on sys.path
+    from bench.runner import RunOptions, run_one
+    from bench.workloads import WORKLOADS, Shape
+
+    workload = dataclasses.replace(WORKLOADS[name], sizes={"small": Shape(*TINY[name], upstream="tiny")})
+    opts = RunOptions(size="small", timeout=120, results_dir=tmp_path, stamp="smoke", quiet_wait=0)
+    record = run_one(workload, scheduler, opts)
+    assert record["complete"], record["error"]
+    assert record["bound"] == record["pods"] == 10, record
+    assert record["check_problems"] == 0, record
+    if workload.controllers:
+        assert record["controller_manager_cpu_seconds"], record

@@ -1,8 +1,9 @@
 """Differential test: every scenario file (``tests/scenarios/*.yaml``) runs through the upstream
 kube-scheduler on a real control plane and through ``kopf-scheduler simulate``; the two must agree on
 every pending pod: bound or not, the FailedScheduling message (the event's note and the PodScheduled
-condition's message), the preemption victims, and the chosen node wherever ``simulate --explain`` shows
-that the best node is unique.
+condition's message), the preemption victims, the chosen node wherever ``simulate --explain`` shows
+that the best node is unique, and the devices allocated to its ResourceClaims wherever kube-scheduler's
+choice of them is deterministic (below).
 
 How the real run is made comparable:
 
@@ -10,40 +11,90 @@ How the real run is made comparable:
   directory, separate from the session's ``control_plane``: kube-scheduler's message counts every node
   it knows ("0/N nodes are available"), so the scenario's nodes must be the only nodes, and no other
   test's pending pod may take them. It is stopped at the end of the module.
-* Scenarios run one after the other; each one's pods, budgets, priority classes, Services, controllers
-  and nodes are deleted before the next starts. Namespaces stay (without kube-controller-manager's
-  namespace controller a deleted one would stay Terminating for good): each scenario sets the labels of
-  the namespaces it uses to exactly those simulate gives them (its own plus ``kubernetes.io/metadata.name``,
-  which the API server sets); a namespace an earlier scenario left behind holds no pods, so it matches
-  nothing a scenario's pod could look for.
+* Scenarios run one after the other; each one's pods, budgets, priority classes, Services, controllers,
+  storage objects, DRA objects and nodes are deleted before the next starts. Namespaces stay (without
+  kube-controller-manager's namespace controller a deleted one would stay Terminating for good): each
+  scenario sets the labels of the namespaces it uses to exactly those simulate gives them (its own plus
+  ``kubernetes.io/metadata.name``, which the API server sets); a namespace an earlier scenario left behind
+  holds no pods, so it matches nothing a scenario's pod could look for.
 * Services, ReplicaSets, StatefulSets and ReplicationControllers are created as the file has them (no
   kube-controller-manager runs, so a controller's ``replicas`` creates no pods; its spec still has to pass
   validation: a selector and a template whose labels match it). An ``ownerReferences`` entry without a
   ``uid`` gets a fixed one (the API server requires one but never checks that the owner exists;
   kube-scheduler looks owners up by name).
+* StorageClasses, CSIDrivers, CSINodes, PersistentVolumes, PersistentVolumeClaims, CSIStorageCapacities
+  and VolumeAttachments are created in that order, after the nodes and before the bound pods. The API
+  server drops ``status`` on create, so a volume's, claim's or attachment's status from the file is then
+  written through its status subresource (a volume's phase ``Available`` is what lets VolumeBinding match
+  it to an unbound claim; a claim's ``Lost`` fails VolumeBinding's pre-filter); without one the API
+  server's default phase ``Pending`` stays, which the plugins treat as simulate's empty phase (neither
+  Available nor Lost). A CSINode is named after its node (validation asks only for a valid node name, no
+  owner); a VolumeAttachment needs ``attacher``, ``nodeName`` and ``source.persistentVolumeName``.
+* DeviceClasses, ResourceSlices and ResourceClaims (``resource.k8s.io/v1``, served by default in v1.34)
+  are created in that order after the storage objects, before the bound pods. A claim's status from the
+  file (the allocation of a claim that bound pods hold) is written through its status subresource once
+  the bound pods exist: its ``reservedFor`` entries must name bound pods, and get their real uids. No
+  resource-claim controller runs here to make claims from templates (and record them in the pod's
+  status), so pods name existing claims (``resourceClaimName``), and a scenario with a
+  ResourceClaimTemplate fails; a pod whose template never made a claim is held all the same, which a
+  ``resourceClaimTemplateName`` without a template shows. kube-scheduler's PreBind writes the allocation
+  and the reservation of a claim it allocates (and gives the claim the
+  ``resource.kubernetes.io/delete-protection`` finalizer, which teardown takes off, then deletes), before
+  the pod binds: the next pod, created once that one is bound, sees those devices as taken, as in
+  simulate.
+* No kube-controller-manager runs in this cluster (``assert_no_controllers`` checks it at start and
+  before each scenario): no PV controller binds claims or sets phases, and nothing removes the
+  ``kubernetes.io/pv-protection`` and ``pvc-protection`` finalizers that the StorageObjectInUseProtection
+  admission plugin adds (teardown takes them off, then deletes). So a scenario's pods may only use
+  volumes that are decided without a binding: bound claims, and unbound ones the pod cannot bind (it is
+  unschedulable). A pod that binds a claim waits in PreBind for the PV controller (or a provisioner)
+  until kube-scheduler's 600 s ``bindTimeoutSeconds``, far past ``POD_TIMEOUT``; simulate plays the PV
+  controller, so it would not.
 * Node names get a per-scenario prefix (rewritten everywhere they are referred to: ``spec.nodeName``,
-  hostname labels and selectors, ``matchFields``), so a node of the previous scenario the scheduler has
-  not yet forgotten can never pass for one of this scenario.
+  hostname labels and selectors, ``matchFields``, a CSINode's name, a VolumeAttachment's ``nodeName``, a
+  claim's selected-node annotation, the hostname terms of a volume's node affinity, a class's allowed
+  topologies and a capacity's node topology, a ResourceSlice's ``nodeName`` and the terms of its node
+  selector, and those of the node selector of a ResourceClaim's allocation), so a node of the previous
+  scenario the scheduler has not yet forgotten can never pass for one of this scenario.
 * A barrier pod proves the scheduler's cache holds exactly the scenario's nodes and bound pods before
   the first pending pod is created: it tolerates every taint, is kept off each scenario node by a
   ``metadata.name NotIn`` requirement and is created after every bound pod (one pod informer, so the
   scheduler has seen those pods once it sees the barrier). Only when the scheduler reports
   "0/N nodes are available: N node(s) didn't match Pod's node affinity/selector" with N the scenario's
   node count is the snapshot right; otherwise the barrier is replaced and tried again.
-* The barrier speaks for the pod and node informers only. kube-scheduler reads Namespaces, Services and
-  controllers through informers of their own, whose events are not ordered against the pods' (waiting
-  until the API serves an object says nothing about a watch). So before the barrier a probe proves that
-  each of those listers holds every object created (or deleted) so far: per kind, one probe object is
-  created in the barrier namespace after the scenario's ones (each informer's watch delivers its kind's
-  events in order, so an informer that has the probe object has everything before it), and one probe pod
-  whose placement depends on it is scheduled onto two probe nodes kept apart by a node selector. Node
-  ``a`` is lighter, but holds one pod the probe object selects: the default spreading that the probe
-  Service or controller gives a probe pod outweighs that (``probe_layout``; ``test_probe_layout`` checks
-  it with simulate), so the pod lands on ``b`` only once its lister has the object. For Namespaces the
-  barrier namespace gets a fresh label, and the probe pod's required affinity to a pod on ``b`` selects
-  namespaces by that label: until the Namespace lister has it, no namespace matches and the pod is
-  unschedulable. A probe pod that lands elsewhere is deleted and a new one tried; the probe nodes and pods
-  are deleted afterwards, and the barrier that follows proves kube-scheduler has seen that too.
+* The barrier speaks for the pod and node informers only. kube-scheduler reads Namespaces, Services,
+  controllers, the storage kinds and the DRA kinds through informers of their own, whose events are not
+  ordered against the pods' (waiting until the API serves an object says nothing about a watch). So
+  before the barrier a probe proves that each of those listers holds every object created (or deleted) so
+  far: per kind, one probe object is created (in the barrier namespace, for a namespaced kind) after the
+  scenario's ones (each informer's watch delivers its kind's events in order, so an informer that has the
+  probe object has everything before it), and one probe pod whose placement depends on it is scheduled
+  onto two probe nodes kept apart by a node selector. Node ``a`` is lighter, but holds one pod the probe
+  object selects: the default spreading that the probe Service or controller gives a probe pod outweighs
+  that (``probe_layout``; ``test_probe_layout`` checks it with simulate), so the pod lands on ``b`` only
+  once its lister has the object. For Namespaces the barrier namespace gets a fresh label, and the probe
+  pod's required affinity to a pod on ``b`` selects namespaces by that label: until the Namespace lister
+  has it, no namespace matches and the pod is unschedulable. The storage kinds need no spreading: two
+  probe pods read nine probe objects of the seven kinds (``storage_probes``), each pod getting its
+  outcome only once every object it reads is known, and another one without any single one of them. One
+  lands on ``b`` once its claim, that claim's volume, ``a``'s CSINode and a VolumeAttachment filling
+  ``a``'s one slot are known (NodeVolumeLimits rejects ``a``). StorageClasses, CSIDrivers and
+  CSIStorageCapacities only matter for a claim to provision, which a pod would wait for in PreBind
+  forever here; so the other pod never binds (its anti-affinity rejects both nodes), and its signal is
+  its message: one node without free storage and one failing the anti-affinity, which needs its class,
+  the class's driver and a capacity on ``b``. Each such signal proves the lister exactly as a placement
+  does. The DRA kinds need one probe pod (``dra_probes``): its ResourceClaim asks for a device of a probe
+  DeviceClass whose driver has one device, in a ResourceSlice on ``b``; the pod lands there once all
+  three are known (without the claim DynamicResources holds it at PreEnqueue, without the class its
+  PreFilter rejects it, without the slice no node has a device). The claim informer also feeds
+  kube-scheduler's record of allocated devices, so the probe claim coming after the scenario's claim
+  statuses proves those too. A probe pod that gets another outcome is deleted and a new one tried; the
+  probe nodes, pods and objects are deleted afterwards, and the barrier that follows proves
+  kube-scheduler has seen the nodes and pods go. It does not prove that for the storage and DRA probe
+  objects: they are named with the probe's own random suffix, attached to probe nodes, of probe classes
+  and drivers, so no scenario object can match one the scheduler still holds (a probe volume has no class
+  and a claimRef to a probe claim or none; only WaitForFirstConsumer claims, which need a class, are
+  matched against volumes; the probe slice is on ``b`` only, and its devices are of the probe driver).
 * A scenario with a ``profile`` runs on a kube-scheduler restarted with that profile once the scenario's
   objects are made (and probed, by the default kube-scheduler: the probe relies on the default spreading,
   which a profile may change): a SchedulingProfile spec has the fields of a KubeSchedulerConfiguration
@@ -56,8 +107,13 @@ How the real run is made comparable:
 * Pending pods are created one at a time in the queue order simulate uses (priority, then
   creationTimestamp, then file order), each with ``schedulerName: default-scheduler``; the next is
   created only when the previous one is bound, gated, or has PodScheduled=False with a message and no
-  preemption in progress. No kubelet finishes a graceful deletion, so preemption victims (bound pods the
-  scheduler deleted) are force-deleted here, as a kubelet would confirm; then the preemptor binds.
+  preemption in progress. A pod held back by a PreEnqueue plugin other than SchedulingGates (here
+  DynamicResources', for a claim that does not exist) gets no condition and no event from kube-scheduler
+  (the reason goes to its log at V(4) only): it is known by the count of gated pods in kube-scheduler's
+  /metrics going up, and compared only with simulate's verdict that it was never tried (no node, none
+  explained, and the gate's reason as its message), not by that reason's text. No kubelet finishes a
+  graceful deletion, so preemption victims (bound pods the scheduler deleted) are force-deleted here, as
+  a kubelet would confirm; then the preemptor binds.
 * After the last pod the test waits until kube-scheduler's active and backoff queues are empty (its
   /metrics), because a later pod's binding may requeue an earlier one, as in simulate.
 * A pod given ``spec.priority`` without a class gets a generated PriorityClass of that value (the
@@ -67,20 +123,23 @@ Where ``simulate --explain`` shows several nodes tied for the best score, kube-s
 another one of them (not a difference). Whenever kube-scheduler's outcome for a pod is not simulate's,
 that pod and the ones before it are frozen in kube-scheduler's outcomes (bound there, or left out) and
 simulate runs again, so every later pod is compared against the cluster state kube-scheduler saw and
-each difference is reported once.
+each difference is reported once; the claims of a pod frozen as bound get the allocation kube-scheduler
+wrote (``freeze_claims``), so its devices are taken in the next simulation too.
 
-DefaultPreemption is part of our default profile (``plugins/defaults.py``), so messages are compared
-whole, ``preemption: ...`` suffix included (were it not, only the part before " preemption: " would be
-compared). DynamicResources is not (yet): kube-scheduler v1.34 enables it
-by default (feature gate DynamicResourceAllocation, GA) and its PostFilter answers every pod without
-resource claims with ``Unschedulable "no new claims to deallocate"`` (``dynamicresources.go``), which
-``RunPostFilterPlugins`` joins with DefaultPreemption's reason: "... no new claims to deallocate,
-preemption: ...". And when an earlier PreFilter (NodeAffinity's, say) ended the cycle as
-UnschedulableAndUnresolvable, DynamicResources' PreFilter never ran, its PostFilter fails reading the
-missing cycle state (``fwk.ErrNotFound``, "not found"), ``RunPostFilterPlugins`` stops at that error
-before DefaultPreemption, and the message ends in "... not found" instead of "... preemption: ...".
-While our default profile has no DynamicResources, ``comparable`` takes out exactly these two traces of
-it (and, for the second, the preemption part it cut off); everything else must match verbatim.
+Devices: the structured allocator tries the pools a node sees in the order of a Go map and a pool's
+slices in the order the slice lister lists them (also a map), and within a slice the devices in their
+order, taking the first that fit. So where a node sees at most one pool of one slice
+(``exact_device_nodes``), the devices kube-scheduler allocates for a pod on that node are determined,
+and compared with simulate's (request, driver, pool, device, in order); elsewhere two schedulers may
+legitimately pick other devices, and only the placement and the messages are compared.
+
+DefaultPreemption and DynamicResources are part of our default profile (``plugins/defaults.py``), as
+they are of kube-scheduler v1.34's, so messages are compared whole: the ``preemption: ...`` suffix,
+DynamicResources' PostFilter reason for a pod without claims, joined before DefaultPreemption's ("... no
+new claims to deallocate, preemption: ..."), and its PostFilter's ``not found`` when an earlier PreFilter
+ended the cycle before its own ran (``RunPostFilterPlugins`` stops at that error, so the message ends in
+"... not found"). Were DefaultPreemption left out of ours, only the part before " preemption: " would be
+compared.
 """
 
 from __future__ import annotations
@@ -106,15 +165,27 @@ import yaml
 
 from kopf_scheduler.__main__ import main
 from kopf_scheduler.devcluster import DevCluster
+from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, SCHEDULER
 from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps
 from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.objects import (
+    CSI_DRIVERS,
+    CSI_NODES,
+    CSI_STORAGE_CAPACITIES,
+    DEVICE_CLASSES,
     NAMESPACES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     SERVICES,
     STATEFUL_SETS,
+    STORAGE_CLASSES,
+    VOLUME_ATTACHMENTS,
 )
+from kopf_scheduler.framework.objects.storage import ANN_BIND_COMPLETED, ANN_SELECTED_NODE
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.plugins.defaults import DEFAULT_MULTI_POINT
 from kopf_scheduler.simulate.loader import load_cluster
@@ -127,6 +198,8 @@ SCHEDULER_NAME = "default-scheduler"
 HOSTNAME = "kubernetes.io/hostname"
 BARRIER_NS = "diff-barrier"
 POD_TIMEOUT = 30.0
+#: how often a pod without a PodScheduled condition is looked for among kube-scheduler's gated pods
+HELD_CHECK = 0.5
 SETTLE_TIMEOUT = 40.0
 POLL = 0.05
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -134,15 +207,37 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 WORKLOAD_KINDS = {
     kind.kind: kind for kind in (SERVICES, REPLICA_SETS, STATEFUL_SETS, REPLICATION_CONTROLLERS)
 }
+#: the kinds the volume plugins read, in the order they are created (and deleted in reverse)
+STORAGE_KINDS = {
+    kind.kind: kind
+    for kind in (
+        STORAGE_CLASSES,
+        CSI_DRIVERS,
+        CSI_NODES,
+        PERSISTENT_VOLUMES,
+        PERSISTENT_VOLUME_CLAIMS,
+        CSI_STORAGE_CAPACITIES,
+        VOLUME_ATTACHMENTS,
+    )
+}
+#: the kinds DynamicResources reads, in the order they are created (and deleted in reverse); no
+#: ResourceClaimTemplates: no resource-claim controller runs here to make claims from them
+DRA_KINDS = {kind.kind: kind for kind in (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS)}
+#: kinds with a status subresource: the API server drops ``status`` on create
+STATUS_KINDS = {"PersistentVolume", "PersistentVolumeClaim", "VolumeAttachment", "ResourceClaim"}
+#: the StorageObjectInUseProtection admission plugin gives volumes and claims ``kubernetes.io/pv-protection``
+#: and ``pvc-protection`` finalizers, which only kube-controller-manager's protection controllers remove;
+#: kube-scheduler's PreBind gives a ResourceClaim it allocates ``resource.kubernetes.io/delete-protection``,
+#: which only the resource-claim controller removes
+FINALIZED_KINDS = {"PersistentVolume", "PersistentVolumeClaim", "ResourceClaim"}
+OBJECT_KINDS = {**WORKLOAD_KINDS, **STORAGE_KINDS, **DRA_KINDS}
+#: kube-controller-manager's serviceaccount controller makes this (as in every namespace) once it runs;
+#: nothing else does here (no ServiceAccount admission plugin)
+DEFAULT_SERVICE_ACCOUNT = "/api/v1/namespaces/default/serviceaccounts/default"
 #: label of the probe nodes, pods and objects, and of the barrier namespace (module docstring)
 PROBE_LABEL = "diff-probe"
 PROBE_ATTEMPTS = 40
-DYNAMIC_RESOURCES = "DynamicResources"
 DEFAULT_PREEMPTION = "DefaultPreemption"
-#: DynamicResources' PostFilter reason for a pod without claims (see the module docstring)
-NO_CLAIMS = "no new claims to deallocate"
-#: its PostFilter's error when its PreFilter never ran (``fwk.ErrNotFound`` reading the cycle state)
-CYCLE_STATE_NOT_FOUND = "not found"
 
 
 # -- the control plane ---------------------------------------------------------------------------------
@@ -162,11 +257,23 @@ def own_control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clus
         except Exception as e:  # ClusterError carries the failing component's log tail
             pytest.fail(f"control plane did not come up: {e}", pytrace=False)
         harness = ClusterHarness.of(dev)
+        assert_no_controllers(harness)
         harness.post("/api/v1/namespaces", namespace(BARRIER_NS))
         yield harness
     finally:
         dev.down()
         atexit.unregister(dev.down)
+
+
+def assert_no_controllers(cp: ClusterHarness) -> None:
+    """Nothing but etcd, kube-apiserver and kube-scheduler runs: no kube-controller-manager (which would
+    bind claims, set volume phases, finish deletions behind the test's back), neither started by this
+    cluster nor, so far, pointed at its API server from elsewhere (its serviceaccount controller would
+    have made the default ServiceAccount; the dev cluster's runs without leader election, so no lease
+    would tell). Checked at start and before each scenario."""
+    assert set(cp.cluster.components) == {ETCD, APISERVER, SCHEDULER}, sorted(cp.cluster.components)
+    resp = cp.api.request("GET", DEFAULT_SERVICE_ACCOUNT)
+    assert resp.status == 404, f"a controller made {DEFAULT_SERVICE_ACCOUNT}: HTTP {resp.status}"
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -214,6 +321,11 @@ class Prepared:
     namespaces: dict[str, dict[str, str]]
     #: Services and controllers, in file order
     workloads: list[dict[str, Any]]
+    #: StorageClasses, CSIDrivers, CSINodes, PVs, PVCs, CSIStorageCapacities, VolumeAttachments, in that
+    #: order (file order within a kind)
+    storage: list[dict[str, Any]] = field(default_factory=list)
+    #: DeviceClasses, ResourceSlices, ResourceClaims, in that order (file order within a kind)
+    dra: list[dict[str, Any]] = field(default_factory=list)
     #: the scenario's SchedulingProfile spec, if any
     profile: dict[str, Any] | None = None
 
@@ -233,6 +345,20 @@ def prepare(scenario: dict[str, Any], prefix: str) -> Prepared:
             rename_node(obj, node_names)
         elif obj["kind"] in WORKLOAD_KINDS:
             obj["metadata"].setdefault("namespace", "default")
+        elif obj["kind"] in STORAGE_KINDS:
+            if STORAGE_KINDS[obj["kind"]].namespaced:
+                obj["metadata"].setdefault("namespace", "default")
+            rename_storage_nodes(obj, node_names)
+        elif obj["kind"] in DRA_KINDS:
+            if DRA_KINDS[obj["kind"]].namespaced:
+                obj["metadata"].setdefault("namespace", "default")
+            rename_dra_nodes(obj, node_names)
+        elif obj["kind"] == "ResourceClaimTemplate":
+            pytest.fail(
+                "ResourceClaimTemplates are not supported here: no resource-claim controller makes claims "
+                "from them in this cluster (pods name existing claims by resourceClaimName)",
+                pytrace=False,
+            )
         elif obj["kind"] == "Pod":
             ns = obj["metadata"].setdefault("namespace", "default")
             for ref in obj["metadata"].get("ownerReferences") or ():
@@ -278,6 +404,14 @@ def prepare(scenario: dict[str, Any], prefix: str) -> Prepared:
         for kind, o in loaded.objects
         if kind is NAMESPACES
     }
+    bound_keys = {pod_key(p) for p in bound}
+    for claim in (o for o in objects if o["kind"] == "ResourceClaim"):
+        for ref in (claim.get("status") or {}).get("reservedFor") or ():
+            user = f"{claim['metadata']['namespace']}/{ref.get('name')}"
+            assert ref.get("resource") == "pods" and user in bound_keys, (
+                f"ResourceClaim {pod_key(claim)}: reservedFor {ref} is not a bound pod of the scenario "
+                "(its uid is known only once the pod is created, before the claim's status is written)"
+            )
     return Prepared(
         objects=objects,
         nodes=[o for o in objects if o["kind"] == "Node"],
@@ -287,6 +421,14 @@ def prepare(scenario: dict[str, Any], prefix: str) -> Prepared:
         classes=[o for o in objects if o["kind"] == "PriorityClass"],
         namespaces=namespaces,
         workloads=[o for o in objects if o["kind"] in WORKLOAD_KINDS],
+        storage=sorted(
+            (o for o in objects if o["kind"] in STORAGE_KINDS),
+            key=lambda o: list(STORAGE_KINDS).index(o["kind"]),
+        ),
+        dra=sorted(
+            (o for o in objects if o["kind"] in DRA_KINDS),
+            key=lambda o: list(DRA_KINDS).index(o["kind"]),
+        ),
         profile=scenario.get("profile"),
     )
 
@@ -296,15 +438,14 @@ def owner_uid(namespace: str, kind: Any, name: Any) -> str:
 
 
 def collection_path(obj: dict[str, Any]) -> str:
-    """Where a Service or controller is created: its kind's collection in its namespace."""
-    kind = WORKLOAD_KINDS[obj["kind"]]
-    return kind.list_path.replace(
-        f"/{kind.plural}", f"/namespaces/{obj['metadata']['namespace']}/{kind.plural}"
-    )
+    """Where a Service, controller, storage or DRA object is created: its kind's collection (in its
+    namespace, for a namespaced kind)."""
+    return object_path(obj).rsplit("/", 1)[0]
 
 
 def object_path(obj: dict[str, Any]) -> str:
-    return f"{collection_path(obj)}/{obj['metadata']['name']}"
+    meta = obj["metadata"]
+    return OBJECT_KINDS[obj["kind"]].object_path(meta.get("namespace") or "", meta["name"])
 
 
 def pod_key(obj: dict[str, Any]) -> str:
@@ -343,13 +484,58 @@ def rename_pod_nodes(spec: dict[str, Any], names: dict[str, str]) -> None:
         t.get("preference") or {}
         for t in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
     ]
+    rename_terms(terms, names)
+
+
+def rename_terms(terms: list[dict[str, Any]], names: dict[str, str]) -> None:
+    """Node selector terms: the values of hostname expressions and of ``metadata.name`` fields."""
     for term in terms:
-        for req in term.get("matchExpressions") or []:
+        for req in term.get("matchExpressions") or term.get("matchLabelExpressions") or []:
             if req.get("key") == HOSTNAME:
                 req["values"] = [names.get(v, v) for v in req.get("values") or []]
         for req in term.get("matchFields") or []:
             if req.get("key") == "metadata.name":
                 req["values"] = [names.get(v, v) for v in req.get("values") or []]
+
+
+def rename_storage_nodes(obj: dict[str, Any], names: dict[str, str]) -> None:
+    """Every reference a storage object makes to a node by name: a CSINode's own name, a
+    VolumeAttachment's ``nodeName``, a claim's selected-node annotation, and the hostname terms of a
+    volume's node affinity, a class's allowed topologies and a capacity's node topology."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    if obj["kind"] == "CSINode":
+        meta["name"] = names.get(meta["name"], meta["name"])
+    elif obj["kind"] == "VolumeAttachment" and spec.get("nodeName") in names:
+        spec["nodeName"] = names[spec["nodeName"]]
+    elif obj["kind"] == "PersistentVolumeClaim":
+        annotations = meta.get("annotations") or {}
+        if annotations.get(ANN_SELECTED_NODE) in names:
+            annotations[ANN_SELECTED_NODE] = names[annotations[ANN_SELECTED_NODE]]
+    elif obj["kind"] == "PersistentVolume":
+        required = (spec.get("nodeAffinity") or {}).get("required") or {}
+        rename_terms(required.get("nodeSelectorTerms") or [], names)
+    elif obj["kind"] == "StorageClass":
+        rename_terms(obj.get("allowedTopologies") or [], names)
+    elif obj["kind"] == "CSIStorageCapacity":
+        topology = obj.get("nodeTopology") or {}
+        labels = topology.get("matchLabels") or {}
+        if labels.get(HOSTNAME) in names:
+            labels[HOSTNAME] = names[labels[HOSTNAME]]
+        rename_terms([topology], names)
+
+
+def rename_dra_nodes(obj: dict[str, Any], names: dict[str, str]) -> None:
+    """Every reference a DRA object makes to a node by name: a ResourceSlice's ``nodeName`` and the
+    hostname and ``metadata.name`` terms of its node selector, and those of the node selector of a
+    claim's allocation."""
+    spec = obj.get("spec") or {}
+    if obj["kind"] == "ResourceSlice":
+        if spec.get("nodeName") in names:
+            spec["nodeName"] = names[spec["nodeName"]]
+        rename_terms((spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [], names)
+    elif obj["kind"] == "ResourceClaim":
+        allocation = (obj.get("status") or {}).get("allocation") or {}
+        rename_terms((allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or [], names)
 
 
 def creatable(obj: dict[str, Any]) -> dict[str, Any]:
@@ -358,7 +544,7 @@ def creatable(obj: dict[str, Any]) -> dict[str, Any]:
     meta = body["metadata"]
     for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
         meta.pop(key, None)
-    if obj["kind"] in ("Pod", "PodDisruptionBudget", *WORKLOAD_KINDS):
+    if obj["kind"] in ("Pod", "PodDisruptionBudget", *OBJECT_KINDS):
         body.pop("status", None)
     if obj["kind"] == "Pod" and not obj["spec"].get("nodeName"):
         body["spec"]["schedulerName"] = body["spec"].get("schedulerName") or SCHEDULER_NAME
@@ -405,15 +591,43 @@ def best_nodes(sim: dict[str, Any]) -> set[str]:
 
 
 @dataclass
+class Probe:
+    """One probe pod and the outcome it gets once the listers it speaks for are up to date."""
+
+    #: the kinds whose listers it proves up to date
+    kinds: str
+    pod: dict[str, Any]
+    #: the probe objects it reads: without any one of them it gets another outcome (``test_probe_layout``)
+    needs: list[dict[str, Any]]
+    #: it lands there ...
+    node: str | None = None
+    #: ... or, for a pod that must never bind, it is unschedulable with exactly these counted reasons
+    #: among the others (the scenario's nodes, which its node selector rejects, are counted too)
+    reasons: tuple[str, ...] = ()
+
+    def done(self, node: str | None, message: str | None) -> bool:
+        if self.node is not None:
+            return node == self.node
+        return (
+            node is None
+            and message is not None
+            and all(re.search(rf"[:,] {re.escape(r)}[,.]", message) for r in self.reasons)
+        )
+
+
+@dataclass
 class ProbeLayout:
-    #: a label for the barrier namespace, set before the probe
-    namespace_labels: dict[str, str]
+    #: the barrier namespace with a label, set before the probe
+    namespace: dict[str, Any]
     #: one Service and one controller of each kind, in the barrier namespace
     workloads: list[dict[str, Any]]
+    #: storage objects, in ``STORAGE_KINDS`` order
+    storage: list[dict[str, Any]]
+    #: DRA objects, in ``DRA_KINDS`` order
+    dra: list[dict[str, Any]]
     nodes: list[dict[str, Any]]
     bound: list[dict[str, Any]]
-    #: (the kind it proves, the probe pod, where it lands once that kind's lister is up to date)
-    probes: list[tuple[str, dict[str, Any], str]]
+    probes: list[Probe]
 
 
 def _probe_pod(name: str, labels: dict[str, str], cpu: str, memory: str, **spec: Any) -> dict[str, Any]:
@@ -437,7 +651,8 @@ def probe_layout(gen: str) -> ProbeLayout:
     node ``b`` one bigger pod. By resources alone a probe pod prefers ``a`` (NodeResourcesFit and
     BalancedAllocation: about 27 points); the default spreading by hostname (maxSkew 3, weight 2) that the
     pod's Service or controller gives it prefers ``b`` by about 80. The namespace probe requires affinity
-    to ``b``'s pod in namespaces labelled ``PROBE_LABEL: gen``.
+    to ``b``'s pod in namespaces labelled ``PROBE_LABEL: gen``. The storage probes are described at
+    ``storage_probes``.
     """
     node_a, node_b = f"{PROBE_LABEL}-{gen}-a", f"{PROBE_LABEL}-{gen}-b"
     nodes = [
@@ -479,7 +694,8 @@ def probe_layout(gen: str) -> ProbeLayout:
     ]
     bound.append(_probe_pod(f"{name}-anchor", anchor, "1500m", "2Gi", nodeName=node_b))
     common = {"schedulerName": SCHEDULER_NAME, "nodeSelector": {PROBE_LABEL: gen}}
-    probes: list[tuple[str, dict[str, Any], str]] = []
+    workloads = {kind: workload(kind) for kind in WORKLOAD_KINDS}
+    probes: list[Probe] = []
     for kind in WORKLOAD_KINDS:
         pod = _probe_pod(f"{name}-probe-{value[kind]}", {PROBE_LABEL: value[kind]}, "100m", "128Mi", **common)
         if kind != "Service":
@@ -491,7 +707,7 @@ def probe_layout(gen: str) -> ProbeLayout:
                 "controller": True,
             }
             pod["metadata"]["ownerReferences"] = [owner]
-        probes.append((kind, pod, node_b))
+        probes.append(Probe(kind, pod, [workloads[kind]], node=node_b))
     affinity = {
         "podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
@@ -503,28 +719,234 @@ def probe_layout(gen: str) -> ProbeLayout:
             ]
         }
     }
+    labelled = namespace(BARRIER_NS, {PROBE_LABEL: gen})
     pod = _probe_pod(f"{name}-probe-namespace", {}, "100m", "128Mi", affinity=affinity, **common)
-    probes.append(("Namespace", pod, node_b))
+    probes.append(Probe("Namespace", pod, [labelled], node=node_b))
+    storage, storage_probes_ = storage_probes(name, node_a, node_b, common)
+    dra, dra_probe = dra_probes(name, node_b, common)
     return ProbeLayout(
-        namespace_labels={PROBE_LABEL: gen},
-        workloads=[workload(kind) for kind in WORKLOAD_KINDS],
+        namespace=labelled,
+        workloads=list(workloads.values()),
+        storage=storage,
+        dra=dra,
         nodes=nodes,
         bound=bound,
-        probes=probes,
+        probes=[*probes, *storage_probes_, dra_probe],
     )
 
 
+def storage_probes(
+    name: str, node_a: str, node_b: str, common: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[Probe]]:
+    """The storage probe objects and their two probe pods (see ``probe_layout`` for the nodes).
+
+    * PersistentVolumeClaim, PersistentVolume, CSINode, VolumeAttachment: the pod's claim is bound to a
+      volume of CSI driver ``attach`` (no node affinity); ``a``'s CSINode allows one volume of that driver,
+      and a VolumeAttachment of another volume of it already fills that slot. NodeVolumeLimits then
+      rejects ``a`` and the pod lands on ``b``. Until the claim is known the pod is unschedulable
+      ("not found"), until its volume is, too (VolumeZone's pre-filter); until the CSINode is, ``a`` has
+      no limit; until the attachment or its volume is, ``a`` has a free slot: each time the pod lands on
+      the lighter ``a``.
+    * StorageClass, CSIDriver, CSIStorageCapacity: these only ever matter for a claim to provision, which
+      a pod that binds would wait for in PreBind (no provisioner runs here). So this pod never binds: its
+      required anti-affinity to every probe pod rejects both probe nodes, and its signal is its message.
+      Its claim is unbound, of a WaitForFirstConsumer class whose provisioner is a CSIDriver with
+      ``storageCapacity: true``, and one CSIStorageCapacity of that class, enough for the claim, is on
+      ``b`` only. Once all are known, ``a`` fails VolumeBinding ("did not have enough free storage") and
+      ``b`` passes it to fail the anti-affinity: one node each. Until the class is known the claim counts
+      as Immediate (VolumeBinding's pre-filter rejects the pod); until the driver is, capacity is not
+      checked (two nodes fail the anti-affinity); until the capacity is, neither node has any (two fail
+      VolumeBinding).
+    """
+    attach, provision = f"attach.{name}.example.com", f"provision.{name}.example.com"
+
+    def volume(volume_name: str, handle: str, claim: str | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "csi": {"driver": attach, "volumeHandle": handle},
+        }
+        if claim:
+            spec["claimRef"] = {"namespace": BARRIER_NS, "name": claim}
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume_name},
+            "spec": spec,
+        }
+
+    def claim(claim_name: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim_name, "namespace": BARRIER_NS},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, **spec},
+        }
+
+    storage_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provision,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    driver = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": provision},
+        "spec": {"attachRequired": False, "storageCapacity": True},
+    }
+    csi_node = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": node_a},
+        "spec": {"drivers": [{"name": attach, "nodeID": node_a, "allocatable": {"count": 1}}]},
+    }
+    used = volume(f"{name}-used", "used", claim=name)
+    attached = volume(f"{name}-attached", "attached", claim=None)
+    bound_claim = claim(name, storageClassName="", volumeName=used["metadata"]["name"])
+    bound_claim["metadata"]["annotations"] = {ANN_BIND_COMPLETED: "yes"}
+    unbound_claim = claim(f"{name}-provision", storageClassName=name)
+    capacity = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": BARRIER_NS},
+        "storageClassName": name,
+        "nodeTopology": {"matchLabels": {HOSTNAME: node_b}},
+        "capacity": "10Gi",
+    }
+    attachment = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {
+            "attacher": attach,
+            "nodeName": node_a,
+            "source": {"persistentVolumeName": attached["metadata"]["name"]},
+        },
+    }
+    storage = [
+        storage_class,
+        driver,
+        csi_node,
+        used,
+        attached,
+        bound_claim,
+        unbound_claim,
+        capacity,
+        attachment,
+    ]
+
+    def uses(claim_name: str) -> list[dict[str, Any]]:
+        return [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+
+    volumes_pod = _probe_pod(f"{name}-probe-volumes", {}, "100m", "128Mi", volumes=uses(name), **common)
+    anti_affinity = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchExpressions": [{"key": PROBE_LABEL, "operator": "Exists"}]},
+                    "topologyKey": HOSTNAME,
+                }
+            ]
+        }
+    }
+    capacity_pod = _probe_pod(
+        f"{name}-probe-capacity",
+        {},
+        "100m",
+        "128Mi",
+        volumes=uses(unbound_claim["metadata"]["name"]),
+        affinity=anti_affinity,
+        **common,
+    )
+    probes = [
+        Probe(
+            "PersistentVolumeClaim, PersistentVolume, CSINode, VolumeAttachment",
+            volumes_pod,
+            [bound_claim, used, csi_node, attachment, attached],
+            node=node_b,
+        ),
+        Probe(
+            "StorageClass, CSIDriver, CSIStorageCapacity",
+            capacity_pod,
+            [unbound_claim, storage_class, driver, capacity],
+            reasons=(
+                "1 node(s) did not have enough free storage",
+                "1 node(s) didn't match pod anti-affinity rules",
+            ),
+        ),
+    ]
+    return storage, probes
+
+
+def dra_probes(name: str, node_b: str, common: dict[str, Any]) -> tuple[list[dict[str, Any]], Probe]:
+    """The DRA probe objects and their probe pod (see ``probe_layout`` for the nodes): a DeviceClass of a
+    probe driver, a ResourceSlice of that driver with one device on ``b``, and a ResourceClaim asking for
+    one device of that class. The pod uses the claim and lands on ``b`` once all three are known. Until
+    the claim is, DynamicResources holds the pod back at PreEnqueue (no condition at all); until the
+    class is, its PreFilter rejects the pod; until the slice is, no node has a device for it. kube-scheduler
+    allocates the claim (PreBind gives it a finalizer that is taken off before it is deleted)."""
+    driver = f"dra.{name}.example.com"
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+    resource_slice = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver,
+            "nodeName": node_b,
+            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "probe"}],
+        },
+    }
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": BARRIER_NS},
+        "spec": {"devices": {"requests": [{"name": "probe", "exactly": {"deviceClassName": name}}]}},
+    }
+    pod = _probe_pod(
+        f"{name}-probe-dra",
+        {},
+        "100m",
+        "128Mi",
+        resourceClaims=[{"name": "probe", "resourceClaimName": name}],
+        **common,
+    )
+    probe = Probe(
+        "DeviceClass, ResourceSlice, ResourceClaim", pod, [device_class, resource_slice, claim], node=node_b
+    )
+    return [device_class, resource_slice, claim], probe
+
+
 def test_probe_layout() -> None:
-    """Each probe pod lands on ``b`` when its kind's probe object is known, elsewhere when it is not."""
+    """Each probe pod gets its outcome when every probe object is known, another one without any single
+    object it reads."""
     layout = probe_layout("t0")
-    labelled = namespace(BARRIER_NS, layout.namespace_labels)
-    for kind, pod, want in layout.probes:
-        key = pod_key(pod)
-        base = [*layout.nodes, *layout.bound, pod]
-        seen = simulate([labelled, *layout.workloads, *base])[key]
-        assert seen["node"] == want, (kind, seen)
-        unseen = simulate(base if kind == "Namespace" else [labelled, *base])[key]
-        assert unseen["node"] != want, (kind, unseen)
+    everything = [
+        layout.namespace,
+        *layout.workloads,
+        *layout.storage,
+        *layout.dra,
+        *layout.nodes,
+        *layout.bound,
+    ]
+    for probe in layout.probes:
+        key = pod_key(probe.pod)
+        seen = simulate([*everything, probe.pod])[key]
+        assert probe.done(seen["node"], seen["message"]), (probe.kinds, seen)
+        for needed in probe.needs:
+            without = [o for o in everything if o is not needed]
+            unseen = simulate([*without, probe.pod])[key]
+            assert not probe.done(unseen["node"], unseen["message"]), (probe.kinds, needed, unseen)
 
 
 # -- the real run ------------------------------------------------------------------------------------------
@@ -538,6 +960,11 @@ class Outcome:
     event: str | None = None  # the latest FailedScheduling note
     victims: list[str] = field(default_factory=list)
     nominated: str | None = None
+    #: held at PreEnqueue by a plugin other than SchedulingGates (no condition, counted as gated): the
+    #: plugin(s) whose count of unschedulable pods went up with it
+    held: str = ""
+    #: per ``spec.resourceClaims`` entry: the devices allocated to its claim, as simulate lists them
+    devices: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class RealRun:
@@ -548,10 +975,13 @@ class RealRun:
         self.uids: dict[str, str] = {}
         self.outcomes: dict[str, Outcome] = {}
         self.victims: set[str] = set()
+        #: the scenario's ResourceClaims after the run (``namespace/name``), with kube-scheduler's writes
+        self.claims: dict[str, dict[str, Any]] = {}
 
     # setup and teardown
 
     def setup(self) -> None:
+        assert_no_controllers(self.cp)
         for ns, labels in self.p.namespaces.items():
             self.ensure_namespace(ns, labels)
         for pc in self.p.classes:
@@ -564,6 +994,12 @@ class RealRun:
             self.cp.post(collection_path(obj), creatable(obj))
         for node in self.p.nodes:
             self.cp.post("/api/v1/nodes", creatable(node))
+        for obj in self.p.storage:
+            self.cp.post(collection_path(obj), creatable(obj))
+            if obj.get("status") and obj["kind"] in STATUS_KINDS:
+                self.patch_status(object_path(obj), obj["status"])
+        for obj in self.p.dra:
+            self.cp.post(collection_path(obj), creatable(obj))
         for pod in self.p.bound:
             created = self.cp.post(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", creatable(pod))
             self.uids[pod_key(pod)] = created["metadata"]["uid"]
@@ -572,6 +1008,13 @@ class RealRun:
                     f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods/{pod['metadata']['name']}",
                     pod["status"],
                 )
+        for claim in self.p.dra:  # an allocation held by bound pods, reserved for them by their real uids
+            if claim["kind"] == "ResourceClaim" and claim.get("status"):
+                status = copy.deepcopy(claim["status"])
+                ns = claim["metadata"]["namespace"]
+                for ref in status.get("reservedFor") or ():
+                    ref["uid"] = self.uids[f"{ns}/{ref['name']}"]
+                self.patch_status(object_path(claim), status)
         self.probe()
 
     def ensure_namespace(self, name: str, labels: dict[str, str]) -> None:
@@ -596,35 +1039,52 @@ class RealRun:
         self.merge_patch(path + "/status", {"status": status})
 
     def probe(self) -> None:
-        """Returns once the default kube-scheduler's Namespace, Service and controller listers hold every
-        object made so far (module docstring)."""
+        """Returns once the default kube-scheduler's Namespace, Service, controller and storage listers hold
+        every object made so far (module docstring)."""
         layout = probe_layout(uuid.uuid4().hex[:6])
-        created: list[str] = []
+        created: list[tuple[str, bool]] = []  # (path, whether finalizers must be taken off)
         try:
             self.merge_patch(
-                f"/api/v1/namespaces/{BARRIER_NS}", {"metadata": {"labels": layout.namespace_labels}}
+                f"/api/v1/namespaces/{BARRIER_NS}",
+                {"metadata": {"labels": layout.namespace["metadata"]["labels"]}},
             )
-            for obj in layout.workloads:
+            for obj in [*layout.workloads, *layout.storage, *layout.dra]:
                 self.cp.post(collection_path(obj), obj)
-                created.append(object_path(obj))
+                created.append((object_path(obj), obj["kind"] in FINALIZED_KINDS))
             for node in layout.nodes:
                 self.cp.post("/api/v1/nodes", node)
-                created.append(f"/api/v1/nodes/{node['metadata']['name']}")
+                created.append((f"/api/v1/nodes/{node['metadata']['name']}", False))
             for pod in layout.bound:
                 self.cp.post(f"/api/v1/namespaces/{BARRIER_NS}/pods", pod)
-                created.append(self.pod_path(pod_key(pod)))
-            for kind, pod, want in layout.probes:
-                self.probe_one(kind, pod, want)
+                created.append((self.pod_path(pod_key(pod)), False))
+            for probe in layout.probes:
+                self.probe_one(probe)
         finally:
-            for path in reversed(created):
-                self.cp.request(
-                    "DELETE",
-                    path,
-                    {"gracePeriodSeconds": 0, "propagationPolicy": "Background"},
-                    expect=(200, 202, 404),
-                )
+            for path, finalized in reversed(created):
+                self.remove(path, finalized)
 
-    def probe_one(self, kind: str, pod: dict[str, Any], want: str) -> None:
+    def remove(self, path: str, finalized: bool = False) -> None:
+        """Deletes the object at once: no grace period, dependents in the background (an orphaning delete
+        would wait for the garbage collector, which does not run here); a ``finalized`` one (a volume or
+        claim) first loses its protection finalizer, which no controller here would remove."""
+        if finalized:
+            resp = self.cp.api.request(
+                "PATCH",
+                path,
+                {"metadata": {"finalizers": None}},
+                content_type="application/merge-patch+json",
+            )
+            if resp.status not in (200, 404):
+                raise ApiError(f"PATCH {path}: HTTP {resp.status}: {resp.text()[:300]}")
+        self.cp.request(
+            "DELETE",
+            path,
+            {"gracePeriodSeconds": 0, "propagationPolicy": "Background"},
+            expect=(200, 202, 404),
+        )
+
+    def probe_one(self, probe: Probe) -> None:
+        pod = probe.pod
         seen: list[str] = []
         for attempt in range(PROBE_ATTEMPTS):
             body = copy.deepcopy(pod)
@@ -632,23 +1092,22 @@ class RealRun:
             path = self.pod_path(pod_key(body))
             self.cp.post(f"/api/v1/namespaces/{BARRIER_NS}/pods", body)
             deadline = time.monotonic() + POD_TIMEOUT
-            outcome = None
-            while outcome is None and time.monotonic() < deadline:
+            node = message = None
+            while node is None and message is None and time.monotonic() < deadline:
                 got = self.cp.get(path)
                 cond = scheduled_condition(got) or {}
-                if got["spec"].get("nodeName"):
-                    outcome = f"bound to {got['spec']['nodeName']}"
-                elif cond.get("status") == "False" and cond.get("message"):
-                    outcome = str(cond["message"])
-                else:
+                node = got["spec"].get("nodeName")
+                if cond.get("status") == "False" and cond.get("message"):
+                    message = str(cond["message"])
+                elif node is None:
                     time.sleep(POLL)
             self.cp.delete(path)
-            if outcome == f"bound to {want}":
+            if probe.done(node, message):
                 return
-            seen.append(str(outcome))
+            seen.append(f"bound to {node}" if node else str(message))
             time.sleep(POLL)
         raise AssertionError(
-            f"kube-scheduler's {kind} lister never caught up: the probe pod got {seen}\n"
+            f"kube-scheduler's {probe.kinds} lister(s) never caught up: the probe pod got {seen}\n"
             f"{self.cp.cluster.log_tail('kube-scheduler')}"
         )
 
@@ -711,12 +1170,8 @@ class RealRun:
                 "DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}, expect=(200,)
             )
             self.cp.request("DELETE", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", expect=(200,))
-        for obj in self.p.workloads:
-            # Background: an orphaning delete (core v1's default for ReplicationControllers) would wait
-            # for the garbage collector, which does not run here.
-            self.cp.request(
-                "DELETE", object_path(obj), {"propagationPolicy": "Background"}, expect=(200, 202, 404)
-            )
+        for obj in [*self.p.workloads, *reversed(self.p.storage), *reversed(self.p.dra)]:
+            self.remove(object_path(obj), obj["kind"] in FINALIZED_KINDS)
         for pc in self.p.classes:
             self.cp.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
         self.cp.request("DELETE", "/api/v1/nodes", expect=(200,))
@@ -726,10 +1181,14 @@ class RealRun:
     def run(self) -> None:
         for pod in self.p.pending:
             ns = pod["metadata"]["namespace"]
+            gated = gate_counts(self.cp)
             created = self.cp.post(f"/api/v1/namespaces/{ns}/pods", creatable(pod))
             self.uids[pod_key(pod)] = created["metadata"]["uid"]
-            self.wait_for(pod_key(pod))
+            self.wait_for(pod_key(pod), gated)
         self.settle()
+        for claim in self.p.dra:
+            if claim["kind"] == "ResourceClaim":
+                self.claims[pod_key(claim)] = self.cp.get(object_path(claim))
         for pod in self.p.pending:
             self.outcomes[pod_key(pod)] = self.read(pod_key(pod))
 
@@ -737,10 +1196,14 @@ class RealRun:
         ns, name = key.split("/")
         return f"/api/v1/namespaces/{ns}/pods/{name}"
 
-    def wait_for(self, key: str) -> None:
+    def wait_for(self, key: str, gated: dict[str, float]) -> None:
         """Until the pod is bound, gated, or failed with no preemption left to finish; victims of its
-        preemption are force-deleted on the way (as a kubelet would confirm their termination)."""
+        preemption are force-deleted on the way (as a kubelet would confirm their termination). A pod
+        that a PreEnqueue plugin holds back gets no condition: it is known by kube-scheduler's count of
+        gated pods, and the plugin by its count of pods it holds, going up from ``gated`` (the counts
+        before the pod was created)."""
         deadline = time.monotonic() + POD_TIMEOUT
+        next_metrics = time.monotonic() + HELD_CHECK
         while True:
             self.finish_victims(key)
             pod = self.cp.get(self.pod_path(key))
@@ -749,6 +1212,13 @@ class RealRun:
             cond = scheduled_condition(pod) or {}
             if cond.get("reason") == "SchedulingGated":
                 return
+            if not cond and time.monotonic() > next_metrics:
+                next_metrics = time.monotonic() + HELD_CHECK
+                now = gate_counts(self.cp)
+                if now[""] > gated[""]:
+                    plugins = sorted(p for p, n in now.items() if p and n > gated.get(p, 0))
+                    self.outcomes.setdefault(key, Outcome()).held = ", ".join(plugins) or "?"
+                    return
             preempting = pod["status"].get("nominatedNodeName")
             if cond.get("status") == "False" and cond.get("message") and not preempting:
                 return
@@ -799,6 +1269,15 @@ class RealRun:
         outcome.node = pod["spec"].get("nodeName")
         outcome.nominated = pod["status"].get("nominatedNodeName")
         cond = scheduled_condition(pod) or {}
+        if outcome.node or cond:
+            outcome.held = ""
+        for entry in pod["spec"].get("resourceClaims") or ():
+            claim = self.claims.get(f"{pod['metadata']['namespace']}/{entry.get('resourceClaimName')}")
+            results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices") or {}
+            outcome.devices[entry["name"]] = [
+                {k: r[k] for k in ("request", "driver", "pool", "device")}
+                for r in results.get("results") or ()
+            ]
         if cond.get("status") == "False":
             outcome.condition, outcome.reason = cond.get("message"), cond.get("reason")
             # a gated pod never reaches the scheduler: it should have no FailedScheduling event
@@ -833,13 +1312,29 @@ def scheduled_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def gate_counts(cp: ClusterHarness) -> dict[str, float]:
+    """From kube-scheduler's /metrics: under ``""`` its count of pending pods never tried because they are
+    gated (by SchedulingGates or another PreEnqueue plugin), under a plugin's name its count of pending
+    pods that plugin holds back or last rejected (``scheduler_unschedulable_pods``)."""
+    counts = {"": 0.0}
+    for name, value in scheduler_metrics(cp).items():
+        if name == 'scheduler_pending_pods{queue="gated"}':
+            counts[""] = value
+        m = re.match(r'scheduler_unschedulable_pods\{plugin="([^"]+)"', name)
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + value
+    return counts
+
+
 def scheduler_metrics(cp: ClusterHarness) -> dict[str, float]:
     url = cp.cluster.urls["kube-scheduler"] + "/metrics"
     with urllib.request.urlopen(url, timeout=5, context=ssl._create_unverified_context()) as resp:
         text = resp.read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
-        m = re.match(r"^(scheduler_(?:pending_pods|schedule_attempts_total)\S*) (\S+)$", line)
+        m = re.match(
+            r"^(scheduler_(?:pending_pods|schedule_attempts_total|unschedulable_pods)\S*) (\S+)$", line
+        )
         if m:
             out[m.group(1)] = float(m.group(2))
     return out
@@ -857,6 +1352,7 @@ def compare(prepared: Prepared, real: RealRun) -> tuple[list[str], dict[str, dic
     objects = copy.deepcopy(prepared.objects)
     frozen: set[str] = set()
     found: list[str] = []  # differences of the frozen pods
+    exact = exact_device_nodes(prepared)
     while True:
         sim = simulate(objects, prepared.profile)
         diffs: list[str] = []
@@ -867,7 +1363,7 @@ def compare(prepared: Prepared, real: RealRun) -> tuple[list[str], dict[str, dic
             if key in frozen:
                 continue
             got, want = real.outcomes[key], sim[key]
-            diffs += compare_pod(key, got, want)
+            diffs += compare_pod(key, got, want, exact)
             compared.append(key)
             if got.node != want["node"]:
                 if got.node and want["node"] and got.node not in best_nodes(want):
@@ -889,8 +1385,9 @@ def compare(prepared: Prepared, real: RealRun) -> tuple[list[str], dict[str, dic
         for key in compared:
             frozen.add(key)
             outcome = real.outcomes[key]
-            if outcome.node:  # bound there, as kube-scheduler did
+            if outcome.node:  # bound there, as kube-scheduler did, with the devices it allocated
                 pod_object(objects, key)["spec"]["nodeName"] = outcome.node
+                freeze_claims(objects, key, real, {pod_key(p) for p in prepared.bound} | frozen)
             else:  # kube-scheduler left it pending: it holds nothing
                 objects.remove(pod_object(objects, key))
             for victim in outcome.victims:  # gone, as kube-scheduler preempted them
@@ -901,24 +1398,83 @@ def pod_object(objects: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return next(o for o in objects if o["kind"] == "Pod" and pod_key(o) == key)
 
 
+def freeze_claims(objects: list[dict[str, Any]], key: str, real: RealRun, placed: set[str]) -> None:
+    """The claims of a pod frozen as bound get the allocation kube-scheduler wrote, reserved for the pods
+    already placed (bound in the file or frozen), by the uids simulate gives them."""
+    pod = pod_object(objects, key)
+    ns = pod["metadata"]["namespace"]
+    for entry in pod["spec"].get("resourceClaims") or ():
+        claim_key = f"{ns}/{entry.get('resourceClaimName')}"
+        written = (real.claims.get(claim_key) or {}).get("status") or {}
+        claim = next((o for o in objects if o["kind"] == "ResourceClaim" and pod_key(o) == claim_key), None)
+        if claim is None or not written.get("allocation"):
+            continue
+        reserved = []
+        for ref in written.get("reservedFor") or ():
+            user = f"{ns}/{ref.get('name')}"
+            users = [o for o in objects if o["kind"] == "Pod" and pod_key(o) == user]
+            if user in placed and users:  # not one of the pods still to place, nor a victim
+                meta = users[0]["metadata"]
+                reserved.append({**ref, "uid": meta.get("uid") or f"sim-{ns}-{meta['name']}"})
+        claim["status"] = {"allocation": copy.deepcopy(written["allocation"]), "reservedFor": reserved}
+
+
+def exact_device_nodes(prepared: Prepared) -> set[str]:
+    """The nodes where kube-scheduler's choice of devices is deterministic, so that it is compared: those
+    that see at most one pool, of one ResourceSlice. The allocator walks pools in the order of a Go map
+    and a pool's slices in the order the slice lister returns them (also a map); within a slice it tries
+    the devices in their order."""
+    slices = [RESOURCE_SLICES.parse(o) for o in prepared.dra if o["kind"] == "ResourceSlice"]
+    exact = set()
+    for node in prepared.nodes:
+        meta = node["metadata"]
+        seen = [s for s in slices if s.reachable_from(meta.get("labels") or {}, meta["name"])]
+        if len({(s.driver, s.pool) for s in seen}) <= 1 and len(seen) <= 1:
+            exact.add(meta["name"])
+    return exact
+
+
 def comparable(real: str | None, ours: str | None) -> tuple[str | None, str | None]:
-    """kube-scheduler's and simulate's messages, minus what only kube-scheduler's PostFilter plugins add
-    while our default profile lacks them (see the module docstring)."""
+    """kube-scheduler's and simulate's messages, minus what only kube-scheduler's DefaultPreemption would
+    add were our default profile to lack it (see the module docstring)."""
     if real is None or ours is None:
         return real, ours
-    ours_has = {name for name, _ in DEFAULT_MULTI_POINT}
-    if DYNAMIC_RESOURCES not in ours_has:
-        real = real.replace(f" {NO_CLAIMS}, preemption: ", " preemption: ").removesuffix(f" {NO_CLAIMS}")
-        if real.endswith(f". {CYCLE_STATE_NOT_FOUND}"):
-            real = real.removesuffix(f" {CYCLE_STATE_NOT_FOUND}")
-            ours = ours.split(" preemption: ")[0]
-    if DEFAULT_PREEMPTION not in ours_has:
+    if DEFAULT_PREEMPTION not in {name for name, _ in DEFAULT_MULTI_POINT}:
         real = real.split(" preemption: ")[0]
     return real, ours
 
 
-def compare_pod(key: str, got: Outcome, want: dict[str, Any]) -> list[str]:
+def held(sim: dict[str, Any]) -> bool:
+    """simulate never tried the pod because a PreEnqueue plugin other than SchedulingGates held it back:
+    no node, no node explained, and the gate's reason for a message (not a FitError's "0/N nodes")."""
+    message = sim["message"] or ""
+    return (
+        not sim["node"] and not sim.get("nodes") and message != GATED_MESSAGE and not message.startswith("0/")
+    )
+
+
+def compare_pod(key: str, got: Outcome, want: dict[str, Any], exact: set[str]) -> list[str]:
     diffs = []
+    if got.held or held(want):
+        # kube-scheduler writes nothing for such a pod (the reason goes to its log at V(4) only): no
+        # condition, no event; so only that is compared, not simulate's text of the reason
+        if not (got.held and held(want)) or got.condition or got.event:
+            diffs.append(
+                f"{key}: kube-scheduler: {'held at PreEnqueue by ' + got.held if got.held else 'not held'} "
+                f"(node {got.node}, condition {got.condition!r}, event {got.event!r}); "
+                f"simulate: {'held at PreEnqueue' if held(want) else 'not held'} "
+                f"(node {want['node']}, message {want['message']!r})"
+            )
+        return diffs
+    if got.node and got.node == want["node"] and got.node in exact:
+        for entry in want.get("resourceClaims") or ():
+            simulated = [{k: d[k] for k in ("request", "driver", "pool", "device")} for d in entry["devices"]]
+            allocated = got.devices.get(entry["name"])
+            if allocated != simulated:
+                diffs.append(
+                    f"{key}: devices of claim {entry['name']}: "
+                    f"kube-scheduler {allocated}, simulate {simulated}"
+                )
     if bool(got.node) != bool(want["node"]):
         diffs.append(
             f"{key}: kube-scheduler: {got.node or 'unschedulable: ' + repr(got.condition)}; "

@@ -1,8 +1,6 @@
 """Scenario files (cluster objects + expected placements and FailedScheduling messages) run through
 `kopf-scheduler simulate`. The same files feed the differential test against the real kube-scheduler
-(tests/e2e/test_differential_scenarios.py), so every expectation here is what kube-scheduler does too,
-but for the traces its DynamicResources plugin leaves in messages, which our default profile has no
-counterpart for (that test's docstring says which).
+(tests/e2e/test_differential_scenarios.py), so every expectation here is what kube-scheduler does too.
 
 File format (``tests/scenarios/*.yaml``)::
 
@@ -11,8 +9,10 @@ File format (``tests/scenarios/*.yaml``)::
     objects: [Node..., Pod..., PriorityClass..., PodDisruptionBudget...]  # pods with spec.nodeName are
                                                                           # existing load
     # also Namespace (labels for namespaceSelector), Service, ReplicaSet, StatefulSet and
-    # ReplicationController (PodTopologySpread's default selector): valid API objects, since the
-    # differential test creates them; a pod's ownerReferences may leave out the uid
+    # ReplicationController (PodTopologySpread's default selector), the storage kinds, DeviceClass,
+    # ResourceSlice and ResourceClaim (pods name claims by resourceClaimName; a claim held by bound pods
+    # has its status.allocation and reservedFor): valid API objects, since the differential test creates
+    # them; a pod's ownerReferences may leave out the uid
     expect:
       <namespace>/<pod>: {node: n1}            # the only best node
       <namespace>/<pod>: {nodes: [n1, n2]}     # tied best nodes: any of them

@@ -7,7 +7,8 @@ them, and never blocks a scheduling cycle.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from kopf_scheduler.framework.pod_info import PodInfo
 
@@ -66,3 +67,19 @@ class ClusterClient(Protocol):
     def clear_nominated_node_name(self, pod: PodInfo) -> None:
         """Fire-and-forget: PATCH ``pods/<name>/status`` so that ``status.nominatedNodeName`` is removed
         (a lower-priority pod nominated to the node a preemptor takes). Failures are logged, not raised."""
+
+    async def update_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT ``obj`` to its object path (``ObjectKind.object_path``) and return the object the API server
+        stored. ``metadata.resourceVersion`` makes it conditional: an object changed since answers 409.
+        Raises ``APIError`` whose ``message`` is the API server's own (``Operation cannot be fulfilled on
+        persistentvolumes "pv-1": the object has been modified; ...``); 404 when the object is gone.
+        The volume binder writes a volume's ``claimRef`` and a claim's selected-node annotation with it."""
+
+    async def get_object(self, path: str) -> dict[str, Any] | None:
+        """GET the object at ``path`` as the API server has it now; None when it is gone. Raises
+        ``APIError``. DynamicResources re-reads a claim with it after a conflicting write."""
+
+    async def patch_object(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Strategic-merge PATCH of the object (or subresource) at ``path``; returns the object stored.
+        Raises ``APIError``. DynamicResources removes a pod's entry from a claim's ``reservedFor`` with
+        it, without needing the latest claim."""

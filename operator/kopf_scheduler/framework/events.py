@@ -31,6 +31,12 @@ class Resource(enum.Enum):
     CSI_NODE = "CSINode"
     CSI_DRIVER = "CSIDriver"
     CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+    VOLUME_ATTACHMENT = "VolumeAttachment"
+    DEVICE_CLASS = "DeviceClass"
+    RESOURCE_CLAIM = "ResourceClaim"
+    RESOURCE_CLAIM_TEMPLATE = "ResourceClaimTemplate"
+    RESOURCE_SLICE = "ResourceSlice"
+    POD_GROUP = "PodGroup"
     WILDCARD = "*"
 
 
@@ -93,6 +99,8 @@ EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, Action.all(), "Uns
 EVENT_NODE_ADD = ClusterEvent(Resource.NODE, Action.ADD, "NodeAdd")
 EVENT_ASSIGNED_POD_ADD = ClusterEvent(Resource.ASSIGNED_POD, Action.ADD, "AssignedPodAdd")
 EVENT_ASSIGNED_POD_DELETE = ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE, "AssignedPodDelete")
+#: a new pending pod (sent to the pool only when a plugin registered it: gangs wait for their members)
+EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(Resource.POD, Action.ADD, "UnscheduledPodAdd")
 
 _OBJECT_ACTIONS = {Action.ADD: "Add", Action.UPDATE: "Update", Action.DELETE: "Delete"}
 #: the add, update and delete events of every resource other than pods and nodes (shared constants)

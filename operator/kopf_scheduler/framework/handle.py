@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from kopf_scheduler.framework.client import ClusterClient
+from kopf_scheduler.framework.clock import Clock
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.extenders import HTTPExtender
 from kopf_scheduler.framework.interface import SnapshotLister
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import ClusterListers
+from kopf_scheduler.framework.objects.podgroups import GroupMembers
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status
 
@@ -53,7 +55,21 @@ class Handle(Protocol):
     #: available from the plugin's construction on
     objects: ClusterListers
 
+    #: the scheduler's clock: plugins that wait (pre-bind) sleep on it, so tests run in virtual time
+    clock: Clock
+    #: the pods of each PodGroup, by namespace and group name (the Coscheduling plugin counts them)
+    group_members: GroupMembers
+
     def snapshot(self) -> SnapshotLister: ...
+
+    def pod_exists(self, pod: PodInfo) -> bool:
+        """False once the scheduler has seen ``pod`` (by uid) deleted: a pre-bind waiting on the cluster
+        for it stops then (upstream checks its pod lister)."""
+
+    def activate(self, pods: Iterable[PodInfo]) -> None:
+        """Moves ``pods`` from the queue's backoff or unschedulable pool to its active heap (PreEnqueue
+        still applies); a pod in flight is retried at once if its attempt fails (upstream's
+        ``Handle.Activate``)."""
 
     @property
     def waiting_pods(self) -> WaitingPods: ...

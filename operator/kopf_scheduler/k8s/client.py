@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s.binding import DEFAULT_CONCURRENCY, Binder
@@ -38,7 +39,13 @@ from kopf_scheduler.k8s.events import (
 )
 from kopf_scheduler.k8s.eviction import preempt
 from kopf_scheduler.k8s.pod_status import PodStatusWriter
-from kopf_scheduler.k8s.rest import DEFAULT_TIMEOUT, MERGE_PATCH, RestClient, resource_path
+from kopf_scheduler.k8s.rest import (
+    DEFAULT_TIMEOUT,
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    RestClient,
+    resource_path,
+)
 from kopf_scheduler.k8s.stats import ClientStats
 from kopf_scheduler.k8s.timestamps import rfc3339
 from kopf_scheduler.k8s.workers import DEFAULT_RETRY_DELAYS
@@ -159,6 +166,27 @@ class KubeClient:
 
     def clear_nominated_node_name(self, pod: PodInfo) -> None:
         self._in_loop(self.pod_status.clear_nominated_node_name, pod)
+
+    async def update_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT ``obj`` (without ``managedFields``: left out, the API server keeps its own) to ``path``;
+        an ``APIError`` carries the API server's message as is."""
+        self._loop = asyncio.get_running_loop()
+        meta = obj.get("metadata")
+        if isinstance(meta, Mapping) and "managedFields" in meta:
+            obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+        response = await self.rest.request("PUT", path, obj)
+        if response.status != 200:
+            raise APIError(response.status, response.message())
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    async def patch_object(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        self._loop = asyncio.get_running_loop()
+        response = await self.rest.request("PATCH", path, patch, content_type=STRATEGIC_MERGE_PATCH)
+        if response.status != 200:
+            raise APIError(response.status, response.message())
+        data = response.json()
+        return data if isinstance(data, dict) else {}
 
     def _controller_for(self, pod: PodInfo) -> str:
         """The pod's profile name when known and valid as a reporting controller, else the default."""

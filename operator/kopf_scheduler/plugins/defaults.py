@@ -1,8 +1,9 @@
 """The default plugin set, laid out as kube-scheduler's ``getDefaultPlugins``: everything through
 ``multiPoint``, in run order, with upstream's score weights.
 
-The volume plugins are absent: this scheduler does not place pods with persistent volumes. DynamicResources
-is present as upstream's default profile has it, without claim allocation (see its module).
+The volume plugins sit where upstream puts them, between NodeResourcesFit and PodTopologySpread:
+VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone. DynamicResources sits before
+DefaultPreemption, as upstream inserts it with the DynamicResourceAllocation gate on (GA in v1.34).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ DEFAULT_MULTI_POINT: list[tuple[str, int]] = [
     (names.NODE_AFFINITY, 2),
     (names.NODE_PORTS, 0),
     (names.NODE_RESOURCES_FIT, 1),
+    (names.VOLUME_RESTRICTIONS, 0),
+    (names.NODE_VOLUME_LIMITS, 0),
+    (names.VOLUME_BINDING, 0),
+    (names.VOLUME_ZONE, 0),
     (names.POD_TOPOLOGY_SPREAD, 2),
     (names.INTER_POD_AFFINITY, 2),
     (names.DYNAMIC_RESOURCES, 0),

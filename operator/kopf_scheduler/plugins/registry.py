@@ -14,6 +14,10 @@ IN_TREE: dict[str, str] = {
     names.TAINT_TOLERATION: "kopf_scheduler.plugins.taint_toleration",
     names.NODE_AFFINITY: "kopf_scheduler.plugins.node_affinity",
     names.NODE_PORTS: "kopf_scheduler.plugins.node_ports",
+    names.VOLUME_RESTRICTIONS: "kopf_scheduler.plugins.volume_restrictions",
+    names.NODE_VOLUME_LIMITS: "kopf_scheduler.plugins.node_volume_limits",
+    names.VOLUME_BINDING: "kopf_scheduler.plugins.volume_binding",
+    names.VOLUME_ZONE: "kopf_scheduler.plugins.volume_zone",
     names.POD_TOPOLOGY_SPREAD: "kopf_scheduler.plugins.pod_topology_spread",
     names.INTER_POD_AFFINITY: "kopf_scheduler.plugins.inter_pod_affinity",
     names.DEFAULT_PREEMPTION: "kopf_scheduler.plugins.default_preemption",
@@ -21,6 +25,7 @@ IN_TREE: dict[str, str] = {
     names.NODE_RESOURCES_BALANCED_ALLOCATION: "kopf_scheduler.plugins.node_resources_balanced_allocation",
     names.IMAGE_LOCALITY: "kopf_scheduler.plugins.image_locality",
     names.DEFAULT_BINDER: "kopf_scheduler.plugins.default_binder",
+    names.COSCHEDULING: "kopf_scheduler.plugins.coscheduling",
 }
 
 

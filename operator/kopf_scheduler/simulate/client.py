@@ -1,8 +1,9 @@
 """The in-memory cluster ``simulate`` schedules against: a binder that records the binding and echoes
 the bound pod back into the scheduler the way a watch would (also for a binding a scheduler extender
 made, which a real cluster's watch would report), an evictor that deletes preemption victims at
-once (as pods with no grace period go) and tells the scheduler, and a recorder of events and of
-``status.nominatedNodeName``, whose changes are echoed back too."""
+once (as pods with no grace period go) and tells the scheduler, a recorder of events and of
+``status.nominatedNodeName``, whose changes are echoed back too, and the volume binder's writes with
+the PV controller and provisioners that act on them (``volumes``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from typing import Any
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.simulate.dra import SimulatedClaims
+from kopf_scheduler.simulate.volumes import SimulatedVolumes
+
+_DRA_PATH = "/apis/resource.k8s.io/"
 
 
 @dataclass
@@ -39,6 +44,27 @@ class SimulatedCluster:
     bindings: list[tuple[str, str]] = field(default_factory=list)
     #: (victim, preemptor, node) for every eviction, in order
     evictions: list[tuple[str, str, str]] = field(default_factory=list)
+    #: PersistentVolumes and claims, and the controllers that bind and provision them
+    volumes: SimulatedVolumes = field(default_factory=SimulatedVolumes)
+
+    #: ResourceClaims and the resource-claim controller's side of them
+    claims: SimulatedClaims = field(default_factory=SimulatedClaims)
+
+    async def update_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        if path.startswith(_DRA_PATH):
+            return self.claims.update(path, obj)
+        return self.volumes.update(path, obj)
+
+    async def get_object(self, path: str) -> dict[str, Any] | None:
+        try:
+            return self.claims.get(path)
+        except APIError as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def patch_object(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        return self.claims.patch(path, patch)
 
     async def bind(self, pod: PodInfo, node_name: str) -> None:
         old = self.pods.get(pod.uid)

@@ -1,5 +1,6 @@
 """Drives the scheduler over a simulated cluster in virtual time until nothing more can happen: the
-active queue is empty, no binding is in flight, and no pod is backing off."""
+active queue is empty, no binding is in flight, and no pod is backing off. Pods waiting at Permit for
+the rest of their gang hold their place until it comes or their wait times out, in virtual time."""
 
 from __future__ import annotations
 
@@ -14,24 +15,65 @@ from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.backend.queue import GATED
 from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.clock import VirtualClock
+from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, POD_GROUPS, RESOURCE_CLAIMS, PodGroup
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.plugins.names import SCHEDULING_GATES
 from kopf_scheduler.scheduler import Scheduler
 from kopf_scheduler.simulate.client import PodOutcome, SimulatedCluster
+from kopf_scheduler.simulate.dra import SimulatedClaims
 from kopf_scheduler.simulate.loader import ClusterInput
+from kopf_scheduler.simulate.volumes import SimulatedVolumes, ephemeral_claims
 
 #: a pod attempted more often than this is left where it is (guards against event ping-pong)
 MAX_ATTEMPTS_PER_POD = 20
+#: event-loop rounds given to bindings in flight before the virtual clock moves on
+MAX_SETTLE_ROUNDS = 64
 
 
 @dataclass
 class SimulationResult:
     pods: list[dict[str, Any]]
     outcomes: dict[str, PodOutcome]
+    #: the volumes and claims as the run left them
+    volumes: SimulatedVolumes = field(default_factory=SimulatedVolumes)
+    #: the ResourceClaims as the run left them
+    claims: SimulatedClaims = field(default_factory=SimulatedClaims)
     explanations: dict[str, dict[str, Any]] = field(default_factory=dict)
     unserved: dict[str, str] = field(default_factory=dict)  # uid -> schedulerName nobody serves
     gated: set[str] = field(default_factory=set)  # uids held back by a pre-enqueue plugin
+    #: uid -> why a pre-enqueue plugin other than SchedulingGates holds the pod back
+    gate_messages: dict[str, str] = field(default_factory=dict)
+    #: the PodGroups of the input, as the run left them
+    pod_groups: list[PodGroup] = field(default_factory=list)
     nodes: int = 0
     seconds: float = 0.0
+
+
+def _waiting_at_permit(sched: Scheduler) -> int:
+    return sum(len(framework.waiting_pods.all()) for framework in sched.profiles.values())
+
+
+def _gate_messages(sched: Scheduler, gated: set[str]) -> dict[str, str]:
+    """Why each gated pod is held back, for gates other than scheduling gates (a gang short of members)."""
+    found = {}
+    for uid in gated:
+        qp = sched.queue.get(uid)
+        framework = sched.profiles.get(qp.pod.scheduler_name) if qp is not None else None
+        if qp is None or framework is None or qp.gated_by == SCHEDULING_GATES:
+            continue
+        status = framework.run_pre_enqueue(qp.pod)
+        if status is not None:
+            found[uid] = status.message()
+    return found
+
+
+async def _settle_bindings(sched: Scheduler) -> None:
+    """Lets the bindings in flight run until each one left waits at Permit for the rest of its gang (or
+    on the clock): those only another pod's placement or the passing of time releases."""
+    for _ in range(MAX_SETTLE_ROUNDS):
+        if sched.in_flight_bindings() <= _waiting_at_permit(sched):
+            return
+        await asyncio.sleep(0)
 
 
 async def simulate(
@@ -65,9 +107,26 @@ async def simulate(
 
     for pdb in cluster.pdbs:
         sched.add_pdb(pdb)
+    sim.volumes.on_object = sched.update_object
+    sim.claims.on_object = sched.update_object
     for kind, obj in cluster.objects:
-        sched.update_object(kind, obj)
+        sched.update_object(kind, sim.claims.load(kind, sim.volumes.load(kind, obj)))
+    for pod in cluster.pending_pods:  # the ephemeral volume controller's claims
+        for claim in ephemeral_claims(pod):
+            if (
+                sim.volumes.get(
+                    PERSISTENT_VOLUME_CLAIMS, claim["metadata"]["namespace"], claim["metadata"]["name"]
+                )
+                is None
+            ):
+                sched.update_object(
+                    PERSISTENT_VOLUME_CLAIMS, sim.volumes.load(PERSISTENT_VOLUME_CLAIMS, claim)
+                )
+    for pod in cluster.pending_pods:  # the resource-claim controller's claims
+        for claim in sim.claims.claims_for_pod(pod):
+            sched.update_object(RESOURCE_CLAIMS, claim)
     for node in cluster.nodes:
+        sim.volumes.node_labels[node["metadata"]["name"]] = dict(node["metadata"].get("labels") or {})
         sched.add_node(node)
     for pod in cluster.bound_pods:
         sim.pods[pod["metadata"]["uid"]] = pod
@@ -94,17 +153,27 @@ async def simulate(
             attempts += 1
             await sched.schedule_one_async(qp)
             if sched.in_flight_bindings() >= 256:
-                await sched.wait_for_bindings()
+                await _settle_bindings(sched)
             continue
-        if sched.in_flight_bindings():
-            await sched.wait_for_bindings()
-            continue
+        before = sched.in_flight_bindings()
+        if before:
+            await _settle_bindings(sched)
+            if sched.in_flight_bindings() < before:
+                continue  # bound pods may have requeued others
         await asyncio.sleep(0)
-        wakeup = sched.queue.next_backoff_expiry()
+        # what wakes next: a pod's backoff, or a permit timeout of pods waiting for their gang
+        wakeups = [t for t in (sched.queue.next_backoff_expiry(), clock.next_wakeup()) if t is not None]
+        if not wakeups:
+            break
+        clock.set(min(wakeups))
+        sched.queue.flush_due()
+    while sched.in_flight_bindings():  # out of attempts: let the permit waits time out
+        await _settle_bindings(sched)
+        await asyncio.sleep(0)  # a wait's timer starts on the loop's next round
+        wakeup = clock.next_wakeup()
         if wakeup is None:
             break
         clock.set(wakeup)
-        sched.queue.flush_due()
     await sched.wait_for_bindings()
     await sched.close_extenders()
     elapsed = time.perf_counter() - started
@@ -113,13 +182,18 @@ async def simulate(
         for p in cluster.pending_pods
         if sched.queue.location(p["metadata"]["uid"]) == GATED
     }
+    gate_messages = _gate_messages(sched, gated)
     sched.close()
     return SimulationResult(
         pods=cluster.pending_pods,
         outcomes=sim.outcomes,
+        volumes=sim.volumes,
+        claims=sim.claims,
         explanations=explanations,
         unserved=unserved,
         gated=gated,
+        gate_messages=gate_messages,
+        pod_groups=list(sched.objects.store(POD_GROUPS).list()),
         nodes=len(cluster.nodes),
         seconds=elapsed,
     )

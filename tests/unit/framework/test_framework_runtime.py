@@ -266,13 +266,16 @@ def test_skipped_filter_plugins_do_not_run() -> None:
 
 
 def test_a_raising_filter_becomes_an_error_status_naming_the_plugin() -> None:
+    """Filtering stops at the first error, as ``findNodesThatPassFilters`` cancels on one upstream; the
+    cycle then fails with it (``statuses.error``)."""
     snapshot = _snapshot()
     framework = _framework(filter=[Reject("F", []), FilterPluginOnly(Boom(on="n2"))])
     outcome = _find(framework, snapshot, list(range(6)), 6)
     expected = error('running "Boom" filter plugin: boom', plugin="Boom")
     assert dict(outcome.statuses.items()) == {"n2": expected}
+    assert outcome.statuses.error == expected
     assert framework.run_filter_chain(CycleState(), _pod(), snapshot.get("n2")) == expected  # type: ignore[arg-type]
-    assert outcome.feasible.tolist() == [0, 1, 3, 4, 5]
+    assert outcome.feasible.tolist() == [0, 1]
 
 
 def test_a_raising_vector_filter_fails_every_candidate() -> None:

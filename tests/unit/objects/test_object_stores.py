@@ -179,4 +179,10 @@ def test_kinds_know_where_the_api_serves_them() -> None:
         "/apis/storage.k8s.io/v1/csinodes",
         "/apis/storage.k8s.io/v1/csidrivers",
         "/apis/storage.k8s.io/v1/csistoragecapacities",
+        "/apis/storage.k8s.io/v1/volumeattachments",
+        "/apis/resource.k8s.io/v1/deviceclasses",
+        "/apis/resource.k8s.io/v1/resourceclaims",
+        "/apis/resource.k8s.io/v1/resourceclaimtemplates",
+        "/apis/resource.k8s.io/v1/resourceslices",
+        "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
     ]

@@ -1,45 +1,247 @@
-"""DynamicResources without claim allocation: what it does for pods without claims (as upstream), and a
-clear rejection for pods with claims."""
+"""DynamicResources, one extension point per test, with upstream's statuses and texts
+(``dynamicresources_test.go``)."""
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+from typing import Any
 
+import pytest
+from _dra_kit import (
+    DRIVER,
+    Handle,
+    allocated_on,
+    claim,
+    device,
+    device_class,
+    node,
+    objects,
+    pod,
+    request,
+    resource_slice,
+)
+
+from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.objects import RESOURCE_CLAIMS
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
-from kopf_scheduler.plugins.dynamic_resources import CLAIMS_NOT_SUPPORTED, DynamicResources
-from kopf_scheduler.testing import make_pod
+from kopf_scheduler.plugins.dynamic_resources import Args, DynamicResources
+from kopf_scheduler.plugins.dynamic_resources.allocator import AllocationError
+
+GPU = device_class("gpu", f'device.driver == "{DRIVER}"')
+SLICES = (
+    resource_slice("n1", device("d0"), device("d1")),
+    resource_slice("n2", device("d0")),
+)
 
 
-def _pod(claims: list[str]) -> PodInfo:
-    builder = make_pod().name("p")
-    if claims:
-        builder.set("spec.resourceClaims", [{"name": c, "resourceClaimName": c} for c in claims])
-    return PodInfo(builder.obj())
+def plugin(*raws: dict[str, Any]) -> tuple[DynamicResources, Handle]:
+    handle = Handle(objects(GPU, *SLICES, *raws))
+    return DynamicResources(Args(), handle), handle
 
 
 @pytest.mark.parametrize(
-    ("claims", "expected"),
+    ("raws", "subject", "expected"),
     [
-        pytest.param([], SKIP, id="no-claims-skips"),
-        pytest.param(["gpu"], unresolvable(f"{CLAIMS_NOT_SUPPORTED}: [gpu]"), id="claims-rejected"),
-        pytest.param(["a", "b"], unresolvable(f"{CLAIMS_NOT_SUPPORTED}: [a b]"), id="names-listed"),
+        pytest.param((), pod("p"), None, id="no-claims"),
+        pytest.param((claim("c"),), pod("p", "c"), None, id="claim-exists"),
+        pytest.param(
+            (), pod("p", "c"), unresolvable('could not find ResourceClaim "default/c"'), id="claim-missing"
+        ),
+        pytest.param(
+            (),
+            pod("p", templates={"gpu": None}),
+            unresolvable('pod "default/p": ResourceClaim not created yet'),
+            id="template-claim-not-created",
+        ),
+        pytest.param(
+            (claim("p-gpu-abcde", owner_uid="other"),),
+            pod("p", templates={"gpu": "p-gpu-abcde"}),
+            unresolvable(
+                "ResourceClaim default/p-gpu-abcde was not created for pod default/p (pod is not owner)"
+            ),
+            id="template-claim-of-another-pod",
+        ),
+        pytest.param(
+            (claim("p-gpu-abcde", owner_uid="p"),),
+            pod("p", templates={"gpu": "p-gpu-abcde"}),
+            None,
+            id="template-claim-made",
+        ),
     ],
 )
-def test_pre_filter(claims: list[str], expected: Status) -> None:
-    assert DynamicResources().pre_filter(CycleState(), _pod(claims), []) == (None, expected)
+def test_pre_enqueue(raws: tuple[dict[str, Any], ...], subject: PodInfo, expected: Status | None) -> None:
+    assert plugin(*raws)[0].pre_enqueue(subject) == expected
+
+
+def test_pre_enqueue_deleting_claim() -> None:
+    deleting = claim("c")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert plugin(deleting)[0].pre_enqueue(pod("p", "c")) == unresolvable(
+        'resourceclaim "c" is being deleted'
+    )
 
 
 @pytest.mark.parametrize(
-    ("ran_pre_filter", "expected"),
+    ("raws", "expected"),
     [
-        pytest.param(True, unschedulable("no new claims to deallocate"), id="after-pre-filter"),
-        pytest.param(False, error("not found"), id="pre-filter-never-ran"),
+        pytest.param((claim("c"),), None, id="unallocated"),
+        pytest.param(
+            (claim("c", request(device_class_name="nope")),),
+            unresolvable("request req: device class nope does not exist"),
+            id="class-missing",
+        ),
+        pytest.param(
+            (claim("c", {"name": "req", "firstAvailable": [{"name": "a", "deviceClassName": "gone"}]}),),
+            unresolvable("request req/a: device class gone does not exist"),
+            id="subrequest-class-missing",
+        ),
+        pytest.param(
+            (claim("c", {"name": "req"}),),
+            unresolvable("resource claim default/c, request req: unknown request type"),
+            id="unknown-request-type",
+        ),
+        pytest.param(
+            (claim("c", request(device_class_name="")),),
+            error("request req: unsupported request type"),
+            id="no-class-name",
+        ),
     ],
 )
-def test_post_filter(ran_pre_filter: bool, expected: Status) -> None:
-    plugin, state, pod = DynamicResources(), CycleState(), _pod([])
-    if ran_pre_filter:
-        plugin.pre_filter(state, pod, [])
-    assert plugin.post_filter(state, pod, {}) == (None, expected)  # type: ignore[arg-type]
+def test_pre_filter(raws: tuple[dict[str, Any], ...], expected: Status | None) -> None:
+    assert plugin(*raws)[0].pre_filter(CycleState(), pod("p", "c"), []) == (None, expected)
+
+
+def test_pre_filter_skips_pods_without_claims() -> None:
+    assert plugin()[0].pre_filter(CycleState(), pod("p"), []) == (None, SKIP)
+
+
+def filter_all(pl: DynamicResources, subject: PodInfo, *names: str) -> dict[str, Status | None]:
+    state = CycleState()
+    _, status = pl.pre_filter(state, subject, [])
+    assert status is None
+    return {name: pl.filter(state, subject, node(name)) for name in names}
+
+
+def test_filter_allocates_per_node() -> None:
+    pl, _ = plugin(claim("c", request(count=2)))
+    assert filter_all(pl, pod("p", "c"), "n1", "n2", "n3") == {
+        "n1": None,
+        "n2": unresolvable("cannot allocate all claims"),
+        "n3": unresolvable("cannot allocate all claims"),
+    }
+
+
+def test_filter_allocated_claim_only_on_its_node() -> None:
+    pl, _ = plugin(claim("c", allocation=allocated_on("n1", "d0"), reserved_for=["other"]))
+    assert filter_all(pl, pod("p", "c"), "n1", "n2") == {
+        "n1": None,
+        "n2": unresolvable("resourceclaim not available on the node"),
+    }
+
+
+def test_filter_selector_error_is_an_error() -> None:
+    broken = claim("c", request(selectors=[{"cel": {"expression": 'device.attributes["x"].y'}}]))
+    pl, _ = plugin(broken)
+    state = CycleState()
+    pl.pre_filter(state, pod("p", "c"), [])
+    with pytest.raises(
+        AllocationError, match=r"^claim default/c: selector #0: CEL runtime error: no such key: y$"
+    ):
+        pl.filter(state, pod("p", "c"), node("n1"))
+
+
+@pytest.mark.parametrize(
+    ("raws", "expected"),
+    [
+        pytest.param((), unschedulable("no new claims to deallocate"), id="no-claims"),
+        pytest.param(
+            (claim("c", allocation=allocated_on("n1", "d0"), reserved_for=["other"]),),
+            unschedulable("still not schedulable"),
+            id="used-by-another-pod",
+        ),
+        pytest.param(
+            (claim("c", allocation=allocated_on("n1", "d0")),),
+            unschedulable("deallocation of ResourceClaim completed"),
+            id="deallocated",
+        ),
+    ],
+)
+def test_post_filter(raws: tuple[dict[str, Any], ...], expected: Status) -> None:
+    pl, _ = plugin(*raws)
+    subject = pod("p", "c") if raws else pod("p")
+    state = CycleState()
+    pl.pre_filter(state, subject, [])
+    if raws:
+        pl.filter(state, subject, node("n2"))
+    assert pl.post_filter(state, subject, {}) == (None, expected)  # type: ignore[arg-type]
+
+
+def test_post_filter_without_state() -> None:
+    assert plugin()[0].post_filter(CycleState(), pod("p"), {}) == (None, error("not found"))  # type: ignore[arg-type]
+
+
+def test_reserve_holds_devices_in_flight_until_unreserve() -> None:
+    pl, _ = plugin(claim("a"), claim("b", request(count=2)))
+    state = CycleState()
+    pl.pre_filter(state, pod("p", "a"), [])
+    assert pl.filter(state, pod("p", "a"), node("n1")) is None
+    assert pl.reserve(state, pod("p", "a"), "n1") is None
+    assert pl.manager.has_pending_allocation("claim-a")
+    # another pod's claim cannot have n1's reserved device, and waits for a claim being allocated
+    assert filter_all(pl, pod("q", "b"), "n1") == {"n1": unresolvable("cannot allocate all claims")}
+    assert pl.pre_filter(CycleState(), pod("r", "a"), []) == (
+        None,
+        unresolvable("resource claim default/a is in the process of being allocated"),
+    )
+    pl.unreserve(state, pod("p", "a"), "n1")
+    assert not pl.manager.has_pending_allocation("claim-a")
+    assert filter_all(pl, pod("q", "b"), "n1") == {"n1": None}
+
+
+def test_pre_bind_writes_finalizer_allocation_and_reservation() -> None:
+    pl, handle = plugin(claim("c"))
+    subject = pod("p", "c")
+    state = CycleState()
+    pl.pre_filter(state, subject, [])
+    pl.filter(state, subject, node("n1"))
+    pl.reserve(state, subject, "n1")
+    assert asyncio.run(pl.pre_bind(state, subject, "n1")) is None
+    writes = handle.client.writes
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in writes] == [("PUT", "c"), ("PUT", "status")]
+    assert writes[0][2]["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    status = writes[1][2]["status"]
+    assert status["reservedFor"] == [{"resource": "pods", "name": "p", "uid": "p"}]
+    assert status["allocation"]["devices"]["results"] == [
+        {"request": "req", "driver": DRIVER, "pool": "n1", "device": "d0"}
+    ]
+    assert not pl.manager.has_pending_allocation("claim-c")
+    stored = handle.objects.of(RESOURCE_CLAIMS).get("default", "c")
+    assert stored is not None and stored.reserved_for_pod("p")
+
+
+def test_pre_bind_reserves_an_allocated_claim_only() -> None:
+    pl, handle = plugin(claim("c", allocation=allocated_on("n1", "d0"), reserved_for=["other"]))
+    subject = pod("p", "c")
+    state = CycleState()
+    pl.pre_filter(state, subject, [])
+    pl.filter(state, subject, node("n1"))
+    pl.reserve(state, subject, "n1")
+    asyncio.run(pl.pre_bind(state, subject, "n1"))
+    assert len(handle.client.writes) == 1
+    reserved = handle.client.writes[0][2]["status"]["reservedFor"]
+    assert [r["uid"] for r in reserved] == ["other", "p"]
+
+
+def test_pre_bind_error_text() -> None:
+    pl, handle = plugin(claim("c"))
+    handle.client.fail_status = APIError(422, "invalid")
+    subject = pod("p", "c")
+    state = CycleState()
+    pl.pre_filter(state, subject, [])
+    pl.filter(state, subject, node("n1"))
+    pl.reserve(state, subject, "n1")
+    with pytest.raises(Exception, match=r"^add allocation and reservation to claim default/c: invalid$"):
+        asyncio.run(pl.pre_bind(state, subject, "n1"))
+    assert not pl.manager.has_pending_allocation("claim-c")

@@ -65,7 +65,7 @@ _Registration = tuple[ClusterEvent, HintFn | None]
 class ProfileEvents:
     """The registrations of one framework, indexed by plugin name, with a memo of events of interest."""
 
-    __slots__ = ("_catch_all", "_interest", "by_plugin", "framework")
+    __slots__ = ("_catch_all", "_interest", "_registered", "by_plugin", "framework")
 
     def __init__(self, framework: QueueProfile) -> None:
         self.framework = framework
@@ -80,6 +80,7 @@ class ProfileEvents:
             if isinstance(plugin, _REJECTING_POINTS) and not isinstance(plugin, EnqueueExtensions)
         )
         self._interest: dict[ClusterEvent, bool] = {}
+        self._registered: dict[ClusterEvent, bool] = {}
 
     def interested(self, event: ClusterEvent) -> bool:
         """Whether any plugin of this profile could be moved by ``event``."""
@@ -93,6 +94,15 @@ class ProfileEvents:
                 )
             )
             self._interest[event] = known
+        return known
+
+    def registered(self, event: ClusterEvent) -> bool:
+        """Whether a plugin of this profile registered an event ``event`` matches (catch-alls aside)."""
+        known = self._registered.get(event)
+        if known is None:
+            known = self._registered[event] = any(
+                registered.matches(event) for regs in self.by_plugin.values() for registered, _ in regs
+            )
         return known
 
     def gating_matches(self, plugin: str, event: ClusterEvent) -> bool:

@@ -59,6 +59,7 @@ from kopf_scheduler.framework.events import (
     EVENT_FORCE_ACTIVATE,
     EVENT_NODE_ADD,
     EVENT_UNSCHEDULABLE_TIMEOUT,
+    EVENT_UNSCHEDULED_POD_ADD,
     EVENT_UNSCHEDULED_POD_UPDATE,
     ClusterEvent,
 )
@@ -178,6 +179,7 @@ class SchedulingQueue:
             self._wake()
         else:
             self._never_active.add(pod.uid)
+        self._unscheduled_pod_added(pod)
 
     def update(self, old: PodInfo | None, new: PodInfo) -> None:
         """A pending pod changed (``old``: the previous version, when known).
@@ -229,6 +231,7 @@ class SchedulingQueue:
             self._wake()
         else:
             self._never_active.add(uid)
+        self._unscheduled_pod_added(new)
         self._nominated_node_changed(old, new)
 
     def delete(self, pod: PodInfo, *, bound: bool = False) -> None:
@@ -367,6 +370,19 @@ class SchedulingQueue:
         if pre_check is not None:
             pods = [qp for qp in pods if pre_check(qp.pod)]
         self._move_pods(pods, event, old, new)
+
+    def _unscheduled_pod_added(self, pod: PodInfo) -> None:
+        """A new pending pod may complete a gang waiting for its members (kube-scheduler sends
+        ``UnscheduledPodAdd`` with its GangScheduling feature). Sent only when a plugin of a known profile
+        registered it, so the pool is not scanned on every pod's arrival for nothing."""
+        if not self._pool or not any(
+            profile.registered(EVENT_UNSCHEDULED_POD_ADD) for profile in self._profiles.values()
+        ):
+            return
+        uid = pod.uid
+        self.move_all_to_active_or_backoff(
+            EVENT_UNSCHEDULED_POD_ADD, None, pod, lambda other: other.uid != uid
+        )
 
     def node_added(self, node: NodeInfo) -> None:
         self.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)

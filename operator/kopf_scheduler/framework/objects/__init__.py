@@ -6,8 +6,19 @@ loads from files.
 
 from typing import Any
 
+from kopf_scheduler.framework.objects.attachments import VOLUME_ATTACHMENTS, VolumeAttachment
+from kopf_scheduler.framework.objects.dra import (
+    DEVICE_CLASSES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    DeviceClass,
+    ResourceClaim,
+    ResourceClaimTemplate,
+)
 from kopf_scheduler.framework.objects.kind import ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.framework.objects.listers import ClusterListers, NoObjects, ObjectLister
+from kopf_scheduler.framework.objects.podgroups import POD_GROUPS, PodGroup
+from kopf_scheduler.framework.objects.resource_slices import RESOURCE_SLICES, ResourceSlice
 from kopf_scheduler.framework.objects.storage import (
     CSI_DRIVERS,
     CSI_NODES,
@@ -46,25 +57,38 @@ WATCHED_KINDS: tuple[ObjectKind[Any], ...] = (
     CSI_NODES,
     CSI_DRIVERS,
     CSI_STORAGE_CAPACITIES,
+    VOLUME_ATTACHMENTS,
+    DEVICE_CLASSES,
+    RESOURCE_CLAIMS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_SLICES,
+    POD_GROUPS,
 )
 
 __all__ = [
     "CSI_DRIVERS",
     "CSI_NODES",
     "CSI_STORAGE_CAPACITIES",
+    "DEVICE_CLASSES",
     "NAMESPACES",
     "PERSISTENT_VOLUMES",
     "PERSISTENT_VOLUME_CLAIMS",
+    "POD_GROUPS",
     "REPLICATION_CONTROLLERS",
     "REPLICA_SETS",
+    "RESOURCE_CLAIMS",
+    "RESOURCE_CLAIM_TEMPLATES",
+    "RESOURCE_SLICES",
     "SERVICES",
     "STATEFUL_SETS",
     "STORAGE_CLASSES",
+    "VOLUME_ATTACHMENTS",
     "WATCHED_KINDS",
     "CSIDriver",
     "CSINode",
     "CSIStorageCapacity",
     "ClusterListers",
+    "DeviceClass",
     "Namespace",
     "NoObjects",
     "ObjectKind",
@@ -72,9 +96,14 @@ __all__ = [
     "ObjectParseError",
     "PersistentVolume",
     "PersistentVolumeClaim",
+    "PodGroup",
     "ReplicationController",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "ResourceSlice",
     "SelectorOwner",
     "Service",
     "StorageClass",
+    "VolumeAttachment",
     "object_key",
 ]

@@ -45,6 +45,14 @@ class ObjectKind(Generic[T]):
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         return f"{base}/{self.plural}"
 
+    def object_path(self, namespace: str, name: str) -> str:
+        """The path of one object (``/api/v1/namespaces/ns/persistentvolumeclaims/data``); ``namespace`` is
+        ignored for a cluster-scoped kind."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced:
+            return f"{base}/namespaces/{namespace}/{self.plural}/{name}"
+        return f"{base}/{self.plural}/{name}"
+
     def __str__(self) -> str:
         return self.kind
 

@@ -17,6 +17,7 @@ from kopf_scheduler.api.quantity import QuantityError, value_of
 from kopf_scheduler.framework.events import Resource
 from kopf_scheduler.framework.objects.kind import ObjectKind, ObjectParseError, object_key, string_map
 from kopf_scheduler.framework.selectors import LabelSelector, NodeSelector, SelectorError
+from kopf_scheduler.framework.volumes import InTreeDisk, VolumeParseError, in_tree_disk
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -99,6 +100,14 @@ class PersistentVolume:
     node_affinity_error: str = ""
     csi_driver: str = ""
     csi_handle: str = ""
+    #: ``spec.csi`` is set (a CSI volume, whatever its driver field says)
+    is_csi: bool = False
+    #: the in-tree disk the volume is (``spec.awsElasticBlockStore``, ...), if any
+    in_tree: InTreeDisk | None = None
+    #: ``spec.volumeAttributesClassName`` ("" when unset)
+    attributes_class: str = ""
+    #: ``metadata.deletionTimestamp`` is set
+    deleting: bool = False
 
 
 def parse_persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
@@ -124,6 +133,10 @@ def parse_persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
         if any(term.invalid for term in node_affinity.terms):
             affinity_error = "spec.nodeAffinity.required: invalid node selector term"
     csi = _section(raw, "spec.csi")
+    try:
+        in_tree = in_tree_disk(spec, "spec")
+    except VolumeParseError as e:
+        raise ObjectParseError(str(e)) from None
     return PersistentVolume(
         name=name,
         raw=raw,
@@ -140,6 +153,10 @@ def parse_persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
         node_affinity_error=affinity_error,
         csi_driver=_str(csi.get("driver"), "spec.csi.driver"),
         csi_handle=_str(csi.get("volumeHandle"), "spec.csi.volumeHandle"),
+        is_csi=spec.get("csi") is not None,
+        in_tree=in_tree,
+        attributes_class=_str(spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"),
+        deleting=_section(raw, "metadata").get("deletionTimestamp") is not None,
     )
 
 
@@ -162,6 +179,12 @@ class PersistentVolumeClaim:
     selector: LabelSelector | None
     phase: str
     owner_uids: tuple[str, ...] = field(default=())
+    #: ``spec.volumeAttributesClassName`` ("" when unset)
+    attributes_class: str = ""
+    #: ``metadata.deletionTimestamp`` is set
+    deleting: bool = False
+    #: ``spec.resources.requests`` has ``storage`` (``request`` is 0 without it)
+    has_request: bool = False
 
     @property
     def key(self) -> str:
@@ -202,6 +225,9 @@ def parse_persistent_volume_claim(raw: Mapping[str, Any]) -> PersistentVolumeCla
         selector=selector,
         phase=_str(_section(raw, "status").get("phase"), "status.phase"),
         owner_uids=owners,
+        attributes_class=_str(spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"),
+        deleting=_section(raw, "metadata").get("deletionTimestamp") is not None,
+        has_request="storage" in _section(raw, "spec.resources.requests"),
     )
 
 
@@ -273,7 +299,9 @@ def parse_csi_node(raw: Mapping[str, Any]) -> CSINode:
     _, name = object_key(raw, namespaced=False)
     _, annotations, _, _ = _meta(raw)
     drivers: dict[str, CSINodeDriver] = {}
-    listed = _section(raw, "spec").get("drivers") or ()
+    listed = _section(raw, "spec").get("drivers")
+    if listed is None:  # a kubelet's CSINode lists no drivers until one registers
+        listed = []
     if not isinstance(listed, list):
         raise ObjectParseError("spec.drivers: must be a list")
     for i, d in enumerate(listed):

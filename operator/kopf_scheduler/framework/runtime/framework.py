@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -53,6 +53,7 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import ClusterListers, NoObjects
+from kopf_scheduler.framework.objects.podgroups import GroupMembers, NoMembers
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.waiting_pods import MAX_PERMIT_TIMEOUT, WaitingPod, WaitingPods
 from kopf_scheduler.framework.status import Code, Status, error
@@ -118,6 +119,9 @@ class NodeStatuses:
     #: the status of every node not examined at all (e.g. outside a pre-filter result)
     absent: Status | None = None
     absent_count: int = 0
+    #: a filter failed (an ``ERROR`` status): filtering stopped there and the cycle fails with it,
+    #: as ``findNodesThatPassFilters`` stops on the first error upstream
+    error: Status | None = None
 
     def _resolve(self) -> None:
         pending, self.pending = self.pending, []
@@ -235,6 +239,10 @@ class Framework:
     extenders: list[HTTPExtender] = field(default_factory=list)
     #: whether the scheduler still holds a pod, by uid (set by the scheduler; without one, every pod)
     pod_known: Callable[[str], bool] = field(default=lambda uid: True)
+    #: the pods of each PodGroup the scheduler knows (set by the scheduler; without one, none)
+    group_members: GroupMembers = field(default_factory=NoMembers)
+    #: moves pods waiting in the queue to its active heap (set by the scheduler; without one, a no-op)
+    activate_pods: Callable[[Iterable[PodInfo]], None] = field(default=lambda pods: None)
 
     # -- Handle ----------------------------------------------------------------------------------------
     def snapshot(self) -> SnapshotLister:
@@ -246,6 +254,9 @@ class Framework:
 
     def pdbs(self) -> Sequence[DisruptionBudget]:
         return self.disruption_budgets.list()
+
+    def activate(self, pods: Iterable[PodInfo]) -> None:
+        self.activate_pods(pods)
 
     # -- queue -----------------------------------------------------------------------------------------
     def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
@@ -448,6 +459,7 @@ class Framework:
                     failure = _call_error(plugin, "Filter", e)
                     infos = snapshot.node_infos
                     statuses.known.update((infos[r].name, failure) for r in candidates[idx].tolist())
+                    statuses.error = failure
                     return candidates[:0], -1
                 gone = idx[~passed]
                 if len(gone):
@@ -481,6 +493,9 @@ class Framework:
                     break
             else:
                 statuses.known[node.name] = status
+                if status.code == Code.ERROR:
+                    statuses.error = status
+                    return np.asarray(feasible, dtype=np.int64), -1
         statuses.pending += _rejected_groups(candidates, rejected_by, examined, rejecters)
         return np.asarray(feasible, dtype=np.int64), examined
 

@@ -1,0 +1,264 @@
+"""The structured allocator (``k8s.io/dynamic-resource-allocation/structured``, the variant kube-scheduler
+v1.34 runs with its default features: admin access and prioritized lists on, partitionable devices,
+device taints, consumable capacity and binding conditions off).
+
+For one node and the claims a pod still needs allocated, it searches depth first, claim after claim and
+request after request, one device at a time, for the first set of devices that satisfies everything:
+the device is in a pool the node sees, not allocated to another claim (in the cluster, in flight, or in
+this search), matches the class's and the request's selectors, and keeps every constraint of the claim.
+A ``firstAvailable`` request takes the first of its subrequests that can be satisfied; ``All`` takes every
+matching device of the node's pools (none incomplete or invalid). A claim holds at most 32 devices.
+
+``allocate`` returns one ``AllocationResult`` (the API's ``status.allocation``) per claim, or None when the
+node cannot satisfy them; ``AllocationError`` carries upstream's text for a claim or class that cannot
+be allocated anywhere (a selector that fails, a missing class).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
+from kopf_scheduler.framework.objects.dra import ALL
+from kopf_scheduler.framework.objects.resource_slices import Device
+from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher, SelectorError
+from kopf_scheduler.plugins.dynamic_resources.pools import (
+    DeviceID,
+    Pool,
+    device_id_str,
+    gather_pools,
+)
+from kopf_scheduler.plugins.dynamic_resources.prepare import (
+    MAX_DEVICES_PER_CLAIM,
+    AllocationError,
+    Preparation,
+    Request,
+)
+from kopf_scheduler.plugins.dynamic_resources.results import (
+    DeviceResult,
+    NodeSelectorError,
+    allocation_result,
+)
+
+__all__ = ["AllocationError", "Allocator", "FilterTimeout"]
+
+
+class FilterTimeout(Exception):
+    """The search of one node took longer than ``filterTimeout``."""
+
+
+class _MaxSizeExceeded(Exception):
+    pass
+
+
+class Allocator:
+    """The claims' shared inputs for one scheduling cycle: the classes, the slices and the devices
+    allocated already. ``allocate`` may be called for any number of nodes."""
+
+    def __init__(
+        self,
+        classes: Callable[[str], DeviceClass | None],
+        slices: Sequence[ResourceSlice],
+        allocated: frozenset[DeviceID] | set[DeviceID],
+        matcher: DeviceMatcher,
+        timeout_seconds: float = 0.0,
+    ) -> None:
+        self.classes = classes
+        self.slices = slices
+        # slices by the one node they name, and those for several nodes, each in list order
+        self._by_node: dict[str, list[tuple[int, ResourceSlice]]] = {}
+        self._shared: list[tuple[int, ResourceSlice]] = []
+        for index, slice_ in enumerate(slices):
+            if slice_.node_name:
+                self._by_node.setdefault(slice_.node_name, []).append((index, slice_))
+            else:
+                self._shared.append((index, slice_))
+        self.allocated = allocated
+        self.matcher = matcher
+        #: 0: no limit
+        self.timeout_seconds = timeout_seconds
+
+    def allocate(
+        self, node_name: str, labels: Mapping[str, str], claims: Sequence[ResourceClaim]
+    ) -> list[dict[str, Any]] | None:
+        """Raises ``AllocationError`` or ``FilterTimeout``."""
+        seen = sorted(self._by_node.get(node_name, []) + self._shared, key=lambda item: item[0])
+        pools = gather_pools([slice_ for _, slice_ in seen], labels, node_name)
+        search = _Search(self, node_name, pools, claims)
+        if self.timeout_seconds > 0:
+            search.deadline = time.perf_counter() + self.timeout_seconds
+        try:
+            return search.run()
+        except NodeSelectorError as e:
+            raise AllocationError(str(e)) from None
+
+
+class _Search(Preparation):
+    def __init__(
+        self, owner: Allocator, node: str, pools: list[Pool], claims: Sequence[ResourceClaim]
+    ) -> None:
+        super().__init__(owner.classes, pools, claims)
+        self.owner, self.node = owner, node
+        self.selected: dict[tuple[int, int], int] = {}
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.results: list[list[DeviceResult]] = [[] for _ in claims]
+        self.selectable_cache: dict[tuple[DeviceID, int, int, int], bool] = {}
+        self.deadline = 0.0
+        self.steps = 0
+
+    def run(self) -> list[dict[str, Any]] | None:
+        for c, claim in enumerate(self.claims):
+            self.prepare(c, claim)
+        if not self._one(0, 0, 0, 0, False):
+            return None
+        out = []
+        for c, claim in enumerate(self.claims):
+            classes = []
+            for r in range(len(claim.requests)):
+                data = self.requests[(c, r, self.selected.get((c, r), 0))]
+                classes.append((data.full_name, data.device_class))
+            out.append(allocation_result(claim, self.results[c], classes, self.node))
+        return out
+
+    # -- the search (``allocateOne``) -------------------------------------------------------------------
+    def _one(self, c: int, r: int, s: int, d: int, in_subrequest: bool) -> bool:
+        self.steps += 1
+        if self.deadline and self.steps % 64 == 1 and time.perf_counter() > self.deadline:
+            raise FilterTimeout
+        if c >= len(self.claims):
+            return True
+        if r >= len(self.claims[c].requests):
+            try:
+                return self._one(c + 1, 0, 0, 0, False)
+            except _MaxSizeExceeded:
+                return False
+        data = self.requests[(c, r, s)]
+        if not in_subrequest and data.parent is not None:
+            all_exceeded = True
+            sub = 0
+            while (c, r, sub) in self.requests:
+                try:
+                    done = self._one(c, r, sub, d, True)
+                except _MaxSizeExceeded:
+                    sub += 1
+                    continue
+                all_exceeded = False
+                if done:
+                    self.selected[(c, r)] = sub
+                    return True
+                sub += 1
+            if all_exceeded:
+                raise _MaxSizeExceeded
+            return False
+        do_all = data.spec.allocation_mode == ALL
+        if do_all and not data.all_devices:
+            return False
+        if d >= data.count:
+            return self._one(c, r + 1, 0, 0, False)
+        if len(self.results[c]) + data.count - d > MAX_DEVICES_PER_CLAIM:
+            raise _MaxSizeExceeded
+        if do_all:
+            device_id, device, slice_ = data.all_devices[d]
+            undo = self._allocate_device(c, data, device_id, device, slice_, must=True)
+            if undo is None:
+                return False
+            # upstream continues with subrequest index 0 here (``deviceIndices`` without it)
+            return self._continue(undo, c, r, 0, d, in_subrequest)
+        for pool in self.pools:
+            if pool.invalid:
+                raise AllocationError(f"pool {pool.name} is invalid: {pool.invalid}")
+            for slice_ in pool.slices:
+                for device in slice_.devices:
+                    device_id = (pool.driver, pool.name, device.name)
+                    if self._unavailable(c, data, device_id):
+                        continue
+                    if not self._selectable(c, data, device_id, device, slice_, (r, s)):
+                        continue
+                    undo = self._allocate_device(c, data, device_id, device, slice_, must=False)
+                    if undo is not None and self._continue(undo, c, r, s, d, in_subrequest):
+                        return True
+        return False
+
+    def _continue(
+        self, undo: Callable[[], None], c: int, r: int, s: int, d: int, in_subrequest: bool
+    ) -> bool:
+        try:
+            done = self._one(c, r, s, d + 1, in_subrequest)
+        except BaseException:
+            undo()
+            raise
+        if not done:
+            undo()
+        return done
+
+    def _unavailable(self, c: int, data: Request, device_id: DeviceID) -> bool:
+        if data.spec.admin_access:
+            return c in self.allocating.get(device_id, ())
+        return device_id in self.owner.allocated or bool(self.allocating.get(device_id))
+
+    def _selectable(
+        self,
+        c: int,
+        data: Request,
+        device_id: DeviceID,
+        device: Device,
+        slice_: ResourceSlice,
+        at: tuple[int, int],
+    ) -> bool:
+        if device.binding_conditions:  # binding conditions are off
+            return False
+        key = (device_id, c, *at)
+        found = self.selectable_cache.get(key)
+        if found is None:
+            found = self._selectors_match(c, data, device, slice_)
+            self.selectable_cache[key] = found
+        return found
+
+    def _selectors_match(self, c: int, data: Request, device: Device, slice_: ResourceSlice) -> bool:
+        groups = (
+            (f"class {data.device_class.name}", data.device_class.selectors),
+            (f"claim {self.claims[c].key}", data.spec.selectors),
+        )
+        for owner, selectors in groups:
+            for i, expression in enumerate(selectors):
+                assert expression is not None  # refused in _validate
+                try:
+                    if not self.owner.matcher.matches(expression, slice_.driver, device):
+                        return False
+                except SelectorError as e:
+                    what = "compile" if e.compile_error else "runtime"
+                    raise AllocationError(f"{owner}: selector #{i}: CEL {what} error: {e.detail}") from None
+        return True
+
+    def _allocate_device(
+        self, c: int, data: Request, device_id: DeviceID, device: Device, slice_: ResourceSlice, must: bool
+    ) -> Callable[[], None] | None:
+        if self._unavailable(c, data, device_id):
+            return None
+        if device.consumes_counters:  # partitionable devices are off
+            return None
+        request = data.parent.name if data.parent is not None else data.spec.name
+        subrequest = data.spec.name if data.parent is not None else ""
+        constraints = self.constraints[c]
+        for i, constraint in enumerate(constraints):
+            if not constraint.add(request, subrequest, device, device_id):
+                if must:
+                    raise AllocationError(
+                        f"claim {self.claims[c].key}, request {data.spec.name}: cannot add device "
+                        f"{device_id_str(device_id)} because a claim constraint would not be satisfied"
+                    )
+                for earlier in constraints[:i]:
+                    earlier.remove(request, subrequest, device, device_id)
+                return None
+        self.allocating.setdefault(device_id, set()).add(c)
+        self.results[c].append(DeviceResult(data.full_name, device_id, bool(data.spec.admin_access), slice_))
+
+        def undo() -> None:
+            for constraint in constraints:
+                constraint.remove(request, subrequest, device, device_id)
+            self.allocating[device_id].discard(c)
+            self.results[c].pop()
+
+        return undo

@@ -1,0 +1,297 @@
+"""Device selectors: CEL expressions over one device, evaluated with ``celpy`` in the environment the
+DRA library declares (``k8s.io/dynamic-resource-allocation/cel/compile.go``).
+
+- The variable ``device`` has ``driver`` (string), ``attributes`` and ``capacity``: maps from a domain
+  to maps from an identifier to the value. A qualified name without a domain is in the driver's domain.
+  Looking up a domain the device has nothing in gives an empty map (so ``has(...)`` is false and a field
+  of it fails with ``no such key``); a version attribute is a semver value, a capacity a quantity.
+- Functions: the quantity and semver libraries and the common string extensions (``cel_library``).
+- Compilation happens once per expression (an LRU cache shared by the plugin's cycles). What cel-go's
+  checker refuses and ``celpy`` would only find at run time is refused at compile time here too: an
+  identifier other than ``device`` (or a macro's variable), an unknown function or method, a field of
+  ``device`` it does not have. Errors are worded as upstream's (``compilation failed: ERROR:
+  <input>:1:8: undeclared reference to 'x' (in container '')``, ``no such key: model``).
+- Cost: cel-go stops an evaluation past ``CELSelectorExpressionMaxCost`` (1,000,000) units with ``operation
+  cancelled: actual cost limit exceeded``. ``celpy`` has no cost tracker; evaluation steps (nodes of the
+  parse tree visited) are counted against the same limit instead, a bound of the same order.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import celpy
+import lark
+from celpy import celtypes
+from celpy.evaluation import Activation, Evaluator
+
+from kopf_scheduler.framework.objects.dra import Attribute
+from kopf_scheduler.framework.objects.resource_slices import Device
+from kopf_scheduler.plugins.dynamic_resources.cel_library import FUNCTIONS, Quantity, semver_of
+
+MAX_COST = 1_000_000
+COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
+_DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity"})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+#: global functions and methods celpy has built in that cel-go's standard environment has too
+_BUILTINS = frozenset(
+    {"size", "contains", "startsWith", "endsWith", "matches", "int", "uint", "double", "string", "bool"}
+    | {"bytes", "type", "dyn", "has", "duration", "timestamp"}
+)
+_KNOWN_FUNCTIONS = _BUILTINS | FUNCTIONS.keys() | _MACROS
+_ENV = celpy.Environment()
+
+
+class SelectorError(Exception):
+    """A selector that cannot be compiled (``compile_error``) or evaluated; the message is upstream's
+    detail."""
+
+    def __init__(self, detail: str, compile_error: bool) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.compile_error = compile_error
+
+
+class _CostExceeded(Exception):
+    pass
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = MAX_COST
+
+
+class _CountingEvaluator(Evaluator):
+    """celpy's evaluator, counting the parse-tree nodes it visits against the cost limit."""
+
+    def __init__(self, ast: lark.Tree, activation: Activation, budget: _Budget) -> None:
+        super().__init__(ast, activation)
+        self.budget = budget
+
+    def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
+        return _CountingEvaluator(ast, self.activation, self.budget)
+
+    def _visit_tree(self, tree: lark.Tree) -> Any:
+        self.budget.left -= 1
+        if self.budget.left < 0:
+            raise _CostExceeded
+        return super()._visit_tree(tree)
+
+
+class _Runner(celpy.InterpretedRunner):
+    def evaluate(self, context: Any) -> Any:
+        return _CountingEvaluator(self.ast, self.new_activation(), _Budget()).evaluate(context)
+
+
+# -- compilation ----------------------------------------------------------------------------------------
+def _located(message: str, expression: str, line: int, column: int) -> str:
+    text = expression.splitlines()[line - 1] if expression.splitlines() else ""
+    return f"ERROR: <input>:{line}:{column}: {message}\n | {text}\n | {'.' * (column - 1)}^"
+
+
+def _ident(tree: lark.Tree) -> str | None:
+    """The name when ``tree`` is an expression made of a bare identifier."""
+    while isinstance(tree, lark.Tree) and len(tree.children) == 1 and tree.data != "ident":
+        child = tree.children[0]
+        if not isinstance(child, lark.Tree):
+            return None
+        tree = child
+    if isinstance(tree, lark.Tree) and tree.data == "ident":
+        return str(tree.children[0])
+    return None
+
+
+def _check(ast: lark.Tree, expression: str) -> None:
+    """What cel-go's checker refuses at compile time: undeclared names and fields of ``device``."""
+    bound = set()
+    for node in ast.iter_subtrees():
+        if node.data == "member_dot_arg" and str(node.children[1]) in _MACROS:
+            args = node.children[2]
+            if isinstance(args, lark.Tree) and args.children:
+                name = _ident(args.children[0])
+                if name is not None:
+                    bound.add(name)
+    for node in ast.iter_subtrees_topdown():
+        token: Any = None
+        if node.data == "ident" and str(node.children[0]) not in bound and node.children[0] != "device":
+            token, what = node.children[0], f"undeclared reference to '{node.children[0]}' (in container '')"
+        elif node.data in ("ident_arg", "member_dot_arg"):
+            name = node.children[1] if node.data == "member_dot_arg" else node.children[0]
+            if str(name) not in _KNOWN_FUNCTIONS:
+                token, what = name, f"undeclared reference to '{name}' (in container '')"
+        elif (
+            node.data == "member_dot"
+            and _ident(node.children[0]) == "device"
+            and str(node.children[1]) not in _DEVICE_FIELDS
+        ):
+            token, what = node.children[1], f"undefined field '{node.children[1]}'"
+        if token is not None:
+            raise SelectorError(
+                "compilation failed: " + _located(what, expression, token.line, token.column), True
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledSelector:
+    expression: str
+    runner: celpy.Runner | None
+    #: the compile error detail, "" when it compiled
+    error: str
+
+
+class SelectorCache:
+    """Compiled expressions, the most recently used ``size`` of them kept."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._compiled: OrderedDict[str, CompiledSelector] = OrderedDict()
+
+    def get_or_compile(self, expression: str) -> CompiledSelector:
+        found = self._compiled.get(expression)
+        if found is not None:
+            self._compiled.move_to_end(expression)
+            return found
+        found = compile_selector(expression)
+        self._compiled[expression] = found
+        if len(self._compiled) > self.size:
+            self._compiled.popitem(last=False)
+        return found
+
+
+def compile_selector(expression: str) -> CompiledSelector:
+    try:
+        ast = _ENV.compile(expression)
+        _check(ast, expression)
+    except celpy.CELParseError as e:
+        line, column = getattr(e, "line", 1) or 1, getattr(e, "column", 1) or 1
+        cause = e.__context__
+        token = getattr(cause, "token", None)
+        if token is not None and getattr(token, "type", "") == "$END":
+            what = "Syntax error: mismatched input '<EOF>'"
+        elif token is not None:
+            what = f"Syntax error: mismatched input '{token}'"
+        else:
+            what = "Syntax error: token recognition error"
+        detail = "compilation failed: " + _located(what, expression, line, column)
+        return CompiledSelector(expression, None, detail)
+    except SelectorError as e:
+        return CompiledSelector(expression, None, e.detail)
+    return CompiledSelector(expression, _Runner(_ENV, ast, FUNCTIONS), "")
+
+
+# -- evaluation -----------------------------------------------------------------------------------------
+class _DomainMap(celtypes.MapType):
+    """``device.attributes`` and ``device.capacity``: a domain absent from the device is an empty map."""
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            return celtypes.MapType()
+
+
+def _value(attribute: Attribute) -> Any:
+    kind, value = attribute
+    if kind == "int":
+        return celtypes.IntType(value)
+    if kind == "bool":
+        return celtypes.BoolType(value)
+    if kind == "string":
+        return celtypes.StringType(str(value))
+    version = semver_of(str(value))
+    if version is None:
+        raise SelectorError(f"parse semantic version: Invalid semver: {value!r}", False)
+    return version
+
+
+def _domains(items: Mapping[str, Any], driver: str) -> _DomainMap:
+    by_domain: dict[str, dict[celtypes.StringType, Any]] = {}
+    for name, value in items.items():
+        domain, sep, ident = name.partition("/")
+        if not sep:
+            domain, ident = driver, name
+        by_domain.setdefault(domain, {})[celtypes.StringType(ident)] = value
+    return _DomainMap({celtypes.StringType(d): celtypes.MapType(m) for d, m in by_domain.items()})
+
+
+def device_context(driver: str, attributes: Mapping[str, Attribute], capacity: Mapping[str, Any]) -> Any:
+    """The ``device`` variable of one device; raises ``SelectorError`` for an unreadable attribute."""
+    device = celtypes.MapType(
+        {
+            celtypes.StringType("driver"): celtypes.StringType(driver),
+            celtypes.StringType("attributes"): _domains(
+                {n: _value(a) for n, a in attributes.items()}, driver
+            ),
+            celtypes.StringType("capacity"): _domains({n: Quantity(q) for n, q in capacity.items()}, driver),
+        }
+    )
+    return {"device": device}
+
+
+def _runtime_detail(error: celpy.CELEvalError) -> str:
+    message = str(error.args[0]) if error.args else "evaluation failed"
+    if message.startswith("no such member in mapping: "):
+        return "no such key: " + message.removeprefix("no such member in mapping: ").strip("'\"")
+    if "overload" in message:
+        return "no such overload"
+    if "divide by zero" in message:
+        return "division by zero"
+    return message
+
+
+def matches(selector: CompiledSelector, context: Any) -> bool:
+    """Whether the device of ``context`` satisfies the compiled selector; raises ``SelectorError``."""
+    if selector.runner is None:
+        raise SelectorError(selector.error, True)
+    try:
+        result = selector.runner.evaluate(context)
+    except celpy.CELEvalError as e:
+        raise SelectorError(_runtime_detail(e), False) from None
+    except _CostExceeded:
+        raise SelectorError(COST_EXCEEDED, False) from None
+    except RecursionError:
+        raise SelectorError(COST_EXCEEDED, False) from None
+    if not isinstance(result, celtypes.BoolType):
+        type_name = type(result).__name__.removesuffix("Type").lower()
+        raise SelectorError(f"CEL result of type {type_name} could not be converted to bool", False)
+    return bool(result)
+
+
+class DeviceMatcher:
+    """Selector results per device, kept while the device (its ResourceSlice version) lives: a device's
+    attributes never change, so neither does what a selector says of it."""
+
+    def __init__(self, cache: SelectorCache | None = None) -> None:
+        self.cache = cache or SelectorCache()
+        self._results: weakref.WeakKeyDictionary[Device, dict[str, bool | SelectorError]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._contexts: weakref.WeakKeyDictionary[Device, Any] = weakref.WeakKeyDictionary()
+
+    def matches(self, expression: str, driver: str, device: Device) -> bool:
+        """Raises ``SelectorError`` (compile or runtime); ``driver`` is the driver of the device's slice."""
+        results = self._results.get(device)
+        if results is None:
+            results = self._results[device] = {}
+        found = results.get(expression)
+        if found is None:
+            try:
+                found = matches(self.cache.get_or_compile(expression), self._context(driver, device))
+            except SelectorError as e:
+                found = e
+            results[expression] = found
+        if isinstance(found, SelectorError):
+            raise found
+        return found
+
+    def _context(self, driver: str, device: Device) -> Any:
+        context = self._contexts.get(device)
+        if context is None:
+            context = self._contexts[device] = device_context(driver, device.attributes, device.capacity)
+        return context

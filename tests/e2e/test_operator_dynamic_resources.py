@@ -1,0 +1,366 @@
+"""Dynamic Resource Allocation through the operator, compared with kube-scheduler on a real API server
+with kube-controller-manager (its resource-claim controller makes the claims of pods' claim templates,
+and removes reservations and allocations when pods go).
+
+A fake driver (``gpu.e2e.example``) publishes one ResourceSlice per node, 8 nodes x 4 devices; each device
+has the attributes ``model`` and ``pcieRoot`` (two roots per node, two devices each) and the capacity
+``memory``: nodes 0-5 have ``t4`` devices of 16Gi, nodes 6-7 ``a100`` devices of 80Gi. The same pods run
+twice, each time on a fresh cluster (one after the other, so the two never share the machine's cores):
+scheduled by the upstream kube-scheduler, then by ``kopf-scheduler run --default-scheduler-name
+default-scheduler``. Each pod is created once the one before it is bound or reported unschedulable:
+
+- claim templates asking for 1 device, 2 devices and ``All`` devices of the class ``gpu``;
+- a template of the class ``big-gpu``, whose CEL selector wants 40Gi of memory or more (a100 only);
+- a template asking for 2 devices under one PCIe root (``matchAttribute``);
+- one ResourceClaim shared by two pods (both on the node of its allocation, both in ``reservedFor``);
+- a template asking for 5 devices: no node has them.
+
+Nodes tie on every score, so the node each pod gets is a random pick in both schedulers; compared are
+feasibility and the FailedScheduling text of every pod, and checked in both clusters: each allocation
+is on the pod's node, has the devices its request asks for, satisfies the selectors and the constraint,
+and no device is allocated twice. Then a pod is deleted: kube-controller-manager removes its reservation
+and the allocation (the scheduler does not: with the scheduler stopped, the two pods of the shared claim
+go and the claim is released all the same), and its node's devices are all allocatable again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import Operators, condition, wait_until
+
+from kopf_scheduler.devcluster import DevCluster
+from kopf_scheduler.devcluster.cluster import default_crds_dir
+from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
+from kopf_scheduler.devcluster.nodes import node_body
+
+pytestmark = pytest.mark.e2e
+
+NS = "dra"
+DRIVER = "gpu.e2e.example"
+NODES = 8
+DEVICES = 4
+RESOURCE = "/apis/resource.k8s.io/v1"
+TIMEOUT = 60.0
+
+#: pod -> (template or claim, ...); in creation order
+PODS: list[tuple[str, dict[str, str]]] = [
+    ("one", {"resourceClaimTemplateName": "one"}),
+    ("two", {"resourceClaimTemplateName": "two"}),
+    ("all", {"resourceClaimTemplateName": "all"}),
+    ("big", {"resourceClaimTemplateName": "big"}),
+    ("same-root", {"resourceClaimTemplateName": "same-root"}),
+    ("shared-a", {"resourceClaimName": "shared"}),
+    ("shared-b", {"resourceClaimName": "shared"}),
+    ("five", {"resourceClaimTemplateName": "five"}),
+]
+UNSATISFIABLE = (
+    f"0/{NODES} nodes are available: {NODES} cannot allocate all claims. still not schedulable, "
+    f"preemption: 0/{NODES} nodes are available: {NODES} Preemption is not helpful for scheduling."
+)
+
+
+def device_classes() -> list[dict[str, Any]]:
+    big = (
+        f'device.driver == "{DRIVER}" && device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
+    )
+    return [
+        {
+            "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+        {"metadata": {"name": "big-gpu"}, "spec": {"selectors": [{"cel": {"expression": big}}]}},
+    ]
+
+
+def claim_spec(
+    device_class: str, count: int | None = None, *, all_devices: bool = False, same_root: bool = False
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class}
+    if all_devices:
+        exactly["allocationMode"] = "All"
+    elif count is not None:
+        exactly["count"] = count
+    spec: dict[str, Any] = {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
+    if same_root:
+        spec["devices"]["constraints"] = [{"matchAttribute": f"{DRIVER}/pcieRoot"}]
+    return spec
+
+
+TEMPLATES = {
+    "one": claim_spec("gpu"),
+    "two": claim_spec("gpu", 2),
+    "all": claim_spec("gpu", all_devices=True),
+    "big": claim_spec("big-gpu"),
+    "same-root": claim_spec("gpu", 2, same_root=True),
+    "five": claim_spec("gpu", 5),
+}
+
+
+def resource_slice(node: str, index: int) -> dict[str, Any]:
+    """The fake driver's slice of one node."""
+    model, memory = ("a100", "80Gi") if index >= 6 else ("t4", "16Gi")
+    devices = [
+        {
+            "name": f"gpu-{d}",
+            "attributes": {"model": {"string": model}, "pcieRoot": {"string": f"pci-{d // 2}"}},
+            "capacity": {"memory": {"value": memory}},
+        }
+        for d in range(DEVICES)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+@dataclass
+class Run:
+    """What one scheduler made of the pods: per pod its node or its message, and the claims."""
+
+    outcomes: dict[str, str] = field(default_factory=dict)  # pod -> "node:<name>" or the message
+    nodes: dict[str, str] = field(default_factory=dict)
+    claims: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pod -> its claims
+    slices: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> its slice
+    after_delete: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def fresh_cluster(state_dir: Path) -> Iterator[ClusterHarness]:
+    cluster = DevCluster(
+        state_dir, crds_dir=default_crds_dir(), die_with_parent=True, with_controller_manager=True
+    )
+    try:
+        try:
+            cluster.up()
+        except Exception as e:
+            pytest.fail(f"control plane did not come up: {e}", pytrace=False)
+        cp = ClusterHarness.of(cluster)
+        resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        for index in range(NODES):
+            body = node_body(
+                index, prefix="dra-", template={"status": {"capacity": resources, "allocatable": resources}}
+            )
+            cp.post("/api/v1/nodes", body)
+        cp.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield cp
+    finally:
+        cluster.down()
+
+
+def publish(cp: ClusterHarness, run: Run) -> None:
+    """The fake driver's slices, the classes, the templates and the shared claim."""
+    nodes = sorted(n["metadata"]["name"] for n in cp.get("/api/v1/nodes")["items"])
+    for index, node in enumerate(nodes):
+        run.slices[node] = cp.post(f"{RESOURCE}/resourceslices", resource_slice(node, index))
+    for body in device_classes():
+        cp.post(
+            f"{RESOURCE}/deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", **body}
+        )
+    for name, spec in TEMPLATES.items():
+        template = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name},
+            "spec": {"spec": spec},
+        }
+        cp.post(f"{RESOURCE}/namespaces/{NS}/resourceclaimtemplates", template)
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "shared"},
+        "spec": claim_spec("gpu"),
+    }
+    cp.post(f"{RESOURCE}/namespaces/{NS}/resourceclaims", claim)
+
+
+def pod_claims(cp: ClusterHarness, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    statuses = {
+        s["name"]: s.get("resourceClaimName")
+        for s in pod.get("status", {}).get("resourceClaimStatuses") or ()
+    }
+    out = []
+    for entry in pod["spec"].get("resourceClaims") or ():
+        name = entry.get("resourceClaimName") or statuses.get(entry["name"])
+        if name:
+            out.append(cp.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims/{name}"))
+    return out
+
+
+def outcome(cp: ClusterHarness, name: str) -> str | None:
+    pod = cp.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+    if pod["spec"].get("nodeName"):
+        return "node:" + pod["spec"]["nodeName"]
+    cond = condition(pod, "PodScheduled")
+    if cond.get("status") == "False" and cond.get("reason") == "Unschedulable" and cond.get("message"):
+        return str(cond["message"])
+    return None
+
+
+def run_pods(cp: ClusterHarness, run: Run, stop_scheduler: Callable[[], object]) -> None:
+    publish(cp, run)
+    for name, source in PODS:
+        body = pod_manifest(name, NS, requests={"cpu": "100m"})
+        body["spec"]["resourceClaims"] = [{"name": "gpu", **source}]
+        cp.post(f"/api/v1/namespaces/{NS}/pods", body)
+        run.outcomes[name] = wait_until(
+            lambda n=name: outcome(cp, n), TIMEOUT, f"pod {name} placed or reported"
+        )
+        pod = cp.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+        run.nodes[name] = pod["spec"].get("nodeName") or ""
+        if run.nodes[name]:
+            run.claims[name] = pod_claims(cp, pod)
+    # a pod goes: the controller drops its reservation and the allocation, and its devices are free again
+    victim = run.nodes["all"]
+    generated = run.claims["all"][0]["metadata"]["name"]
+    cp.delete(f"/api/v1/namespaces/{NS}/pods/all")
+
+    def released() -> dict[str, Any] | None:
+        claims = {
+            c["metadata"]["name"]: c for c in cp.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims")["items"]
+        }
+        claim = claims.get(generated)
+        return {"released": True} if claim is None or not claim.get("status", {}).get("allocation") else None
+
+    run.after_delete["released"] = wait_until(released, TIMEOUT, "the deleted pod's claim released")
+    body = pod_manifest(
+        "all-again", NS, requests={"cpu": "100m"}, nodeSelector={"kubernetes.io/hostname": victim}
+    )
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "all"}]
+    cp.post(f"/api/v1/namespaces/{NS}/pods", body)
+    run.after_delete["outcome"] = wait_until(
+        lambda: outcome(cp, "all-again"), TIMEOUT, "all-again placed or reported"
+    )
+    pod = cp.get(f"/api/v1/namespaces/{NS}/pods/all-again")
+    if pod["spec"].get("nodeName"):
+        run.claims["all-again"] = pod_claims(cp, pod)
+        run.nodes["all-again"] = pod["spec"]["nodeName"]
+    # who releases a claim: with the scheduler stopped, the shared claim's pods go, and still its
+    # reservations and its allocation do
+    stop_scheduler()
+    for name in ("shared-a", "shared-b"):
+        cp.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
+    path = f"{RESOURCE}/namespaces/{NS}/resourceclaims/shared"
+
+    def deallocated() -> bool:
+        status = cp.get(path).get("status") or {}
+        return not status.get("allocation") and not status.get("reservedFor")
+
+    run.after_delete["released without a scheduler"] = wait_until(
+        deallocated, TIMEOUT, "shared claim released"
+    )
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    run = Run()
+    with fresh_cluster(tmp_path_factory.mktemp("dra-kube-scheduler")) as cp:
+        cp.cluster.start_kube_scheduler()
+        try:
+            run_pods(cp, run, cp.cluster.stop_kube_scheduler)
+        except AssertionError as e:
+            raise AssertionError(
+                f"{e}\nkube-scheduler log:\n{cp.cluster.log_tail('kube-scheduler', 100)}"
+            ) from None
+    return run
+
+
+@pytest.fixture(scope="module")
+def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    run = Run()
+    workdir = tmp_path_factory.mktemp("dra-kopf-scheduler")
+    with fresh_cluster(workdir / "cluster") as cp:
+        operators = Operators(cp.kubeconfig, workdir)
+        try:
+            operator = operators.start(
+                "op", lease_namespace="default", args=["--default-scheduler-name", "default-scheduler"]
+            )
+            operator.wait_leading()
+            try:
+                run_pods(cp, run, operators.stop_all)
+            except AssertionError as e:
+                raise AssertionError(f"{e}\noperator log:\n{operator.tail(150)}") from None
+            assert not operator.problems(), operator.problems()
+        finally:
+            killed = operators.stop_all()
+        assert not killed, f"operator still running 15 s after SIGTERM:\n{operator.tail()}"
+    return run
+
+
+# -- checks --------------------------------------------------------------------------------------------------
+
+
+def check_allocations(run: Run) -> None:
+    """Every allocation on its pod's node, of the devices asked for, within the selectors and the
+    constraint; no device in two claims."""
+    owners: dict[tuple[str, str, str], str] = {}
+    for pod, claims in run.claims.items():
+        node = run.nodes[pod]
+        for claim in claims:
+            allocation = claim["status"]["allocation"]
+            results = allocation["devices"]["results"]
+            devices = {(r["driver"], r["pool"], r["device"]) for r in results}
+            assert {(d, p) for d, p, _ in devices} == {(DRIVER, node)}, (pod, dumps(claim))
+            template = pod.removesuffix("-again")
+            want = {
+                "one": 1,
+                "two": 2,
+                "all": DEVICES,
+                "big": 1,
+                "same-root": 2,
+                "shared-a": 1,
+                "shared-b": 1,
+            }
+            assert len(results) == want[template], (pod, dumps(claim))
+            by_name = {d["name"]: d for d in run.slices[node]["spec"]["devices"]}
+            if template == "big":
+                assert all(by_name[r["device"]]["attributes"]["model"]["string"] == "a100" for r in results)
+            if template == "same-root":
+                roots = {by_name[r["device"]]["attributes"]["pcieRoot"]["string"] for r in results}
+                assert len(roots) == 1, (pod, roots)
+            assert claim["status"]["reservedFor"], dumps(claim)
+            for device in devices:
+                if pod.startswith("shared") or pod == "all-again":
+                    continue
+                assert device not in owners, f"{device} allocated to {owners[device]} and {pod}"
+                owners[device] = pod
+    shared = [c for c in run.claims.get("shared-a", []) if c["metadata"]["name"] == "shared"]
+    assert shared and run.nodes["shared-a"] == run.nodes["shared-b"]
+    reserved = {r["name"] for r in run.claims["shared-b"][0]["status"]["reservedFor"]}
+    assert reserved == {"shared-a", "shared-b"}, reserved
+
+
+def test_feasibility_and_messages_as_kube_scheduler(kube_scheduler: Run, kopf_scheduler: Run) -> None:
+    kube = {p: o if not o.startswith("node:") else "bound" for p, o in kube_scheduler.outcomes.items()}
+    ours = {p: o if not o.startswith("node:") else "bound" for p, o in kopf_scheduler.outcomes.items()}
+    assert ours == kube, f"kube-scheduler: {dumps(kube)}\nkopf-scheduler: {dumps(ours)}"
+    assert kube["five"] == UNSATISFIABLE, kube["five"]
+    assert all(kube[p] == "bound" for p, _ in PODS if p != "five"), kube
+
+
+@pytest.mark.parametrize("which", ["kube-scheduler", "kopf-scheduler"])
+def test_allocations_satisfy_requests_and_never_share_a_device(
+    which: str, kube_scheduler: Run, kopf_scheduler: Run
+) -> None:
+    check_allocations(kube_scheduler if which == "kube-scheduler" else kopf_scheduler)
+
+
+def test_a_deleted_pods_devices_are_allocatable_again(kube_scheduler: Run, kopf_scheduler: Run) -> None:
+    for run in (kube_scheduler, kopf_scheduler):
+        assert run.after_delete["outcome"].startswith("node:"), run.after_delete
+        assert run.nodes["all-again"] == run.nodes["all"]
+    assert kopf_scheduler.after_delete["released"] == kube_scheduler.after_delete["released"]
+    for run in (kube_scheduler, kopf_scheduler):  # the resource-claim controller, not the scheduler
+        assert run.after_delete["released without a scheduler"] is True, run.after_delete

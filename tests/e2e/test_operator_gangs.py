@@ -1,0 +1,244 @@
+"""Gang scheduling on a real API server: PodGroups (scheduling.x-k8s.io/v1alpha1, the CRD in crds/) and a
+SchedulingProfile with the Coscheduling plugin, as a training operator's job would use them.
+
+- A gang that fits is bound all at once: while its fourth member fits nowhere, the three that fit are
+  assumed and wait at Permit, none bound; once the fourth fits, all four are bound.
+- A gang of four where only three fit binds none (the fourth rejects the gang); after a node is added,
+  all four are bound.
+- minResources the cluster cannot hold: refused at PreFilter with the resource gap, nothing bound.
+- A gang that times out at Permit releases its reservations, and another pod takes the room.
+- The PodGroup's status shows the phase and the member counts, as `kubectl get podgroups` does.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from operator_harness import Operators, Scope, kubectl, wait_profile, wait_until
+
+from kopf_scheduler.devcluster.harness import ClusterHarness, dumps
+
+pytestmark = pytest.mark.e2e
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+READY = "e2e.kopf-scheduler.dev/gang-ready"
+
+
+def _podgroups(namespace: str) -> str:
+    return f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
+
+
+def _gang_profile(cp: ClusterHarness, scope: Scope, **args: int) -> str:
+    """A gang-scheduling profile of this test; returns its schedulerName."""
+    scheduler = scope.name("gang")
+    scope.create_profile(
+        scope.name("gang"),
+        {
+            "schedulerName": scheduler,
+            "plugins": {
+                "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+            },
+            "pluginConfig": [{"name": "Coscheduling", "args": args}],
+        },
+    )
+    wait_profile(cp, scope.name("gang"), "True")
+    return scheduler
+
+
+def _pod_group(cp: ClusterHarness, scope: Scope, name: str, min_member: int, **spec: Any) -> None:
+    body = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": scope.namespace},
+        "spec": {"minMember": min_member, **spec},
+    }
+    cp.post(_podgroups(scope.namespace), body)
+
+
+def _member(
+    scope: Scope,
+    name: str,
+    group: str,
+    scheduler: str,
+    cpu: str = "1",
+    selector: dict[str, str] | None = None,
+) -> None:
+    body = scope.pod(name, scheduler, requests={"cpu": cpu, "memory": "100Mi"}, selector=selector)
+    body["metadata"]["labels"] = {GROUP_LABEL: group}
+    scope.cp.post(f"/api/v1/namespaces/{scope.namespace}/pods", body)
+
+
+def _status(cp: ClusterHarness, scope: Scope, name: str) -> dict[str, Any]:
+    return dict(cp.get(f"{_podgroups(scope.namespace)}/{name}").get("status") or {})
+
+
+def _wait_status(cp: ClusterHarness, scope: Scope, name: str, timeout: float = 15.0, **want: Any) -> None:
+    wait_until(
+        lambda: (s := _status(cp, scope, name)) and all(s.get(k, 0) == v for k, v in want.items()) and s,
+        timeout,
+        f"PodGroup {name} status {want}",
+    )
+
+
+def _stays_unbound(scope: Scope, names: list[str], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        bound = sorted(set(scope.bound()) & set(names))
+        assert not bound, f"bound before the gang was complete: {bound}"
+        time.sleep(0.2)
+
+
+def _label_nodes(cp: ClusterHarness, nodes: list[str], labels: dict[str, str]) -> None:
+    for node in nodes:
+        resp = cp.api.request(
+            "PATCH", f"/api/v1/nodes/{node}", {"metadata": {"labels": labels}},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+        assert resp.status == 200, resp.text()
+
+
+def _set_phase(cp: ClusterHarness, scope: Scope, name: str, phase: str) -> None:
+    """What a kubelet would report (there is none here)."""
+    resp = cp.api.request(
+        "PATCH", f"/api/v1/namespaces/{scope.namespace}/pods/{name}/status", {"status": {"phase": phase}},
+        content_type="application/merge-patch+json",
+    )  # fmt: skip
+    assert resp.status == 200, resp.text()
+
+
+def test_a_gang_that_fits_is_bound_at_once_and_only_once_every_member_is_assumed(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    nodes = scope.nodes(2, cpu="2", memory="8Gi", pods="110")
+    operator = operators.start("op", lease_namespace=scope.namespace)
+    operator.wait_leading()
+    scheduler = _gang_profile(control_plane, scope, podGroupRejectPercentage=50)
+    _pod_group(control_plane, scope, "train", 4)
+    members = [f"worker-{i}" for i in range(4)]
+    for name in members[:3]:
+        _member(scope, name, "train", scheduler)
+    _stays_unbound(scope, members, 2.0)  # three of four exist: held back before any attempt
+    _member(scope, members[3], "train", scheduler, selector={**scope.label, READY: "yes"})
+
+    # the fourth fits nowhere yet; the other three are assumed and wait for it at Permit
+    event = scope.wait_event("FailedScheduling", members[3])
+    assert "didn't match Pod's node affinity/selector" in event["message"], dumps(event)
+    _stays_unbound(scope, members, 3.0)
+    _wait_status(control_plane, scope, "train", phase="Scheduling", scheduled=0)
+
+    _label_nodes(control_plane, nodes, {READY: "yes"})
+    for name in members:
+        scope.wait_bound(name, timeout=20)
+    _wait_status(control_plane, scope, "train", phase="Scheduling", scheduled=4, running=0)
+    status = _status(control_plane, scope, "train")
+    assert status.get("scheduleStartTime"), dumps(status)
+
+    for name in members:  # a kubelet starts them
+        _set_phase(control_plane, scope, name, "Running")
+    _wait_status(control_plane, scope, "train", phase="Running", scheduled=4, running=4)
+    table = kubectl(control_plane, "get", "podgroups", "-n", scope.namespace).stdout.splitlines()
+    assert table[0].split() == [
+        "NAME",
+        "PHASE",
+        "MINMEMBER",
+        "SCHEDULED",
+        "RUNNING",
+        "SUCCEEDED",
+        "FAILED",
+        "AGE",
+    ]
+    assert table[1].split()[:5] == ["train", "Running", "4", "4", "4"], table
+    assert not operator.problems(), operator.problems()
+
+
+def test_a_gang_where_only_three_fit_binds_none_and_all_once_a_node_is_added(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    scope.nodes(1, cpu="3", memory="8Gi", pods="110")
+    operator = operators.start("op", lease_namespace=scope.namespace)
+    operator.wait_leading()
+    scheduler = _gang_profile(control_plane, scope)
+    _pod_group(control_plane, scope, "train", 4)
+    members = [f"worker-{i}" for i in range(4)]
+    for name in members:
+        _member(scope, name, "train", scheduler)
+
+    rejected = re.compile(r"PodGroup \S+/train gets rejected due to Pod worker-\d is unschedulable")
+    wait_until(
+        lambda: [e for e in scope.events("FailedScheduling") if rejected.search(e["message"])],
+        20,
+        "the gang rejected by its member that fits nowhere",
+    )
+    released = [
+        e for e in scope.events("FailedScheduling") if e["message"] == "optimistic rejection in PostFilter"
+    ]
+    assert released, dumps(scope.events("FailedScheduling"))
+    _stays_unbound(scope, members, 3.0)
+
+    scope.nodes(1, "extra", cpu="2", memory="8Gi", pods="110")
+    for name in members:
+        scope.wait_bound(name, timeout=40)
+    _wait_status(control_plane, scope, "train", phase="Scheduling", scheduled=4)
+    assert not operator.problems(), operator.problems()
+
+
+def test_min_resources_the_cluster_cannot_hold_are_refused_at_pre_filter(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    scope.nodes(1, cpu="4", memory="8Gi", pods="110")
+    operator = operators.start("op", lease_namespace=scope.namespace)
+    operator.wait_leading()
+    scheduler = _gang_profile(control_plane, scope)
+    _pod_group(control_plane, scope, "huge", 2, minResources={"cpu": "100000"})
+    for name in ("worker-0", "worker-1"):
+        _member(scope, name, "huge", scheduler)
+    event = scope.wait_event("FailedScheduling", "worker-0", timeout=20)
+    assert re.search(r"^0/\d+ nodes are available: resource gap: map\[cpu:\d+\]\.", event["message"]), dumps(
+        event
+    )
+    assert "PodGroup " in event["message"] and "gets rejected due to Pod worker-0" in event["message"], dumps(
+        event
+    )
+    _stays_unbound(scope, ["worker-0", "worker-1"], 2.0)
+    _wait_status(control_plane, scope, "huge", phase="Scheduling", scheduled=0)
+    assert not operator.problems(), operator.problems()
+
+
+def test_a_timed_out_gang_releases_its_reservations_for_another_pod(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    (node,) = scope.nodes(1, cpu="3", memory="8Gi", pods="110")
+    operator = operators.start("op", lease_namespace=scope.namespace)
+    operator.wait_leading()
+    scheduler = _gang_profile(control_plane, scope, podGroupRejectPercentage=100)
+    _pod_group(control_plane, scope, "train", 4, scheduleTimeoutSeconds=4)
+    members = [f"worker-{i}" for i in range(4)]
+    for name in members[:3]:
+        _member(scope, name, "train", scheduler)
+    _member(scope, members[3], "train", scheduler, selector={**scope.label, READY: "never"})
+    scope.wait_event("FailedScheduling", members[3])
+
+    # the three that fit hold the node while they wait: a pod needing all of it cannot go there
+    scope.create_pod("other", requests={"cpu": "3", "memory": "100Mi"})
+    event = scope.wait_event("FailedScheduling", "other")
+    assert "Insufficient cpu" in event["message"], dumps(event)
+    assert scope.bound() == []
+
+    timed_out = "rejected due to timeout after waiting 4s at plugin Coscheduling"
+    wait_until(
+        lambda: [
+            e
+            for e in scope.events("FailedScheduling")
+            if e["message"] in (timed_out, "rejection in Unreserve")
+        ],
+        20,
+        "the gang's members released when their wait timed out",
+    )
+    pod = scope.wait_bound("other", timeout=20)
+    assert pod["spec"]["nodeName"] == node
+    assert sorted(scope.bound()) == ["other"]
+    assert not operator.problems(), operator.problems()
