@@ -25,6 +25,7 @@ from typing import Any
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, ObjectKind, object_key
+from kopf_scheduler.simulate.conditional import check_update
 
 #: the characters the API server draws a generated name's suffix from
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -74,19 +75,8 @@ class SimulatedClaims:
 
     def update(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         key, status = self._locate(path)
-        current = self.claim(*key)
         what = f"resourceclaims.resource.k8s.io {json.dumps(key[1])}"
-        if current is None:
-            raise APIError(404, f"{what} not found")
-        if (
-            str((obj.get("metadata") or {}).get("resourceVersion") or "")
-            != current["metadata"]["resourceVersion"]
-        ):
-            raise APIError(
-                409,
-                f"Operation cannot be fulfilled on {what}: the object has been modified; please apply "
-                "your changes to the latest version and try again",
-            )
+        current = check_update(self.claim(*key), obj, what)
         if status:
             stored = dict(copy.deepcopy(current), status=copy.deepcopy(dict(obj.get("status") or {})))
         else:

@@ -41,6 +41,7 @@ from kopf_scheduler.framework.objects.storage import (
     ANN_SELECTED_NODE,
     ANN_STORAGE_PROVISIONER,
 )
+from kopf_scheduler.simulate.conditional import check_update
 
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 #: how this run bound a claim: to an existing volume, or to one provisioned for it
@@ -87,19 +88,7 @@ class SimulatedVolumes:
 
     def update(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         kind, key = self._locate(path)
-        current = self._objects[kind].get(key)
-        what = f"{kind.plural} {json.dumps(key[1])}"
-        if current is None:
-            raise APIError(404, f"{what} not found")
-        if (
-            str((obj.get("metadata") or {}).get("resourceVersion") or "")
-            != current["metadata"]["resourceVersion"]
-        ):
-            raise APIError(
-                409,
-                f"Operation cannot be fulfilled on {what}: the object has been modified; please apply "
-                "your changes to the latest version and try again",
-            )
+        current = check_update(self._objects[kind].get(key), obj, f"{kind.plural} {json.dumps(key[1])}")
         stored = copy.deepcopy(dict(obj))
         stored["status"] = copy.deepcopy(current.get("status") or {})
         self._store(kind, stored)
