@@ -1,18 +1,22 @@
 """One run = one workload at one size against one scheduler, on a fresh API server and etcd.
 
-Sequence: ``DevCluster.up()`` in a temporary state dir; namespaces, PriorityClasses, the fake nodes and
-the initial pods (created already bound); a scrape of the API server's request counter; the scheduler
-started and waited for (ready, then idle: its CPU use settles after the initial lists); the measured
-phase (``loadgen``); the scheduler's own metrics and peak RSS read; the scheduler stopped; a second
-scrape; the cluster torn down. Whatever happens (an error, a timeout, Ctrl-C), the scheduler and the
-cluster are stopped and the temporary directory is removed; a failed run keeps its scheduler log under
-``<results>/logs/``.
+Sequence: ``DevCluster.up()`` in a temporary state dir (with kube-controller-manager when the workload
+needs its controllers or ``--with-controller-manager`` asks); namespaces, PriorityClasses, the fake
+nodes, the workload's extra objects (``bench.objects``) and the initial pods (created already bound);
+kube-controller-manager, if any, waited for until idle; a scrape of the API server's request counter;
+the workload's companion (a provisioner) started; the scheduler started and waited for (ready, then
+idle: its CPU use settles after the initial lists); the measured phase (``loadgen``); the scheduler's
+own metrics and peak RSS read; the scheduler and the companion stopped; a second scrape; the workload's
+check of the state the scheduler left; the cluster torn down. Whatever happens (an error, a timeout,
+Ctrl-C), the scheduler and the cluster are stopped and the temporary directory is removed; a failed run
+keeps its scheduler log under ``<results>/logs/``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -21,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +35,24 @@ import aiohttp
 
 from bench import apimetrics, procstats, schedulers
 from bench.loadgen import Measurement, PodLoad
+from bench.objects import Companion, Extras, Loader, Setup
 from bench.sampling import summarize
-from bench.workloads import INIT_NAMESPACE, MEASURED_NAMESPACE, Workload, node_name
+from bench.workloads import (
+    INIT_NAMESPACE,
+    MEASURED_NAMESPACE,
+    Workload,
+    init_pod_name,
+    measured_pod_name,
+    node_name,
+)
 from kopf_scheduler.devcluster import ApiClient, DevCluster, create_nodes
-from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, ClusterError, default_crds_dir
+from kopf_scheduler.devcluster.cluster import (
+    APISERVER,
+    CONTROLLER_MANAGER,
+    ETCD,
+    ClusterError,
+    default_crds_dir,
+)
 
 SETTLE_WINDOW = 1.0
 #: idle = less CPU than this fraction of one core over a window, twice in a row
@@ -94,11 +113,17 @@ def _encode(obj: dict[str, Any]) -> bytes:
 
 
 async def populate(
-    api: ApiClient, workload: Workload, nodes: int, init_pods: int, scheduler_name: str
-) -> None:
-    """Namespaces, PriorityClasses, nodes, and the initial pods bound to node ``i % nodes``."""
+    api: ApiClient,
+    workload: Workload,
+    nodes: int,
+    init_pods: int,
+    scheduler_name: str,
+    measured_pods: int = 0,
+) -> Setup:
+    """Namespaces, PriorityClasses, nodes, the workload's extra objects, and the initial pods bound to
+    node ``i % nodes``."""
     for ns in (INIT_NAMESPACE, MEASURED_NAMESPACE):
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         await _post_all(api, "/api/v1/namespaces", [_encode(body)], 1)
     for name, value in workload.priority_classes:
         body = {
@@ -111,12 +136,26 @@ async def populate(
     await create_nodes(
         api, nodes, prefix="node-", zones=workload.zones, template=workload.node_template or None
     )
-    bodies = []
-    for i in range(init_pods):
-        pod = workload.init_pod(f"init-{i}", INIT_NAMESPACE, scheduler_name)
-        pod["spec"]["nodeName"] = node_name(i % nodes)
-        bodies.append(_encode(pod))
-    await _post_all(api, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", bodies, 64)
+    async with Loader(api) as loader:
+        setup = Setup(
+            loader=loader,
+            nodes=[node_name(i) for i in range(nodes)],
+            init_namespace=INIT_NAMESPACE,
+            measured_namespace=MEASURED_NAMESPACE,
+            init_pods=[init_pod_name(i) for i in range(init_pods)],
+            measured_pods=[measured_pod_name(i) for i in range(measured_pods)],
+        )
+        if workload.extras is not None:
+            await workload.extras.before_pods(setup)
+        bodies = []
+        for i, name in enumerate(setup.init_pods):
+            pod = workload.init_pod(name, INIT_NAMESPACE, scheduler_name)
+            pod["spec"]["nodeName"] = node_name(i % nodes)
+            bodies.append(_encode(pod))
+        await _post_all(api, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", bodies, 64)
+        if workload.extras is not None:
+            await workload.extras.after_init_pods(setup)
+    return setup
 
 
 def source_digest() -> str:
@@ -229,6 +268,7 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         "complete": False,
         "error": None,
         "controller_manager": opts.controller_manager,
+        "workload_controllers": list(workload.controllers),
     }
     record["background_cores_before"] = wait_quiet(opts.quiet_wait)
     record["kopf_scheduler_source"] = source_digest()
@@ -238,20 +278,31 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         workdir / "cluster",
         crds_dir=default_crds_dir(),
         die_with_parent=True,
-        with_controller_manager=opts.controller_manager,
+        with_controller_manager=opts.controller_manager or bool(workload.controllers),
     )
     sched = schedulers.make(kind, cluster, workdir)
     record["scheduler_name"] = sched.scheduler_name
     profiler: Profiler | None = None
+    companion: Companion | None = None
     try:
         started = time.monotonic()
         up(cluster)
         api = cluster.client()
-        asyncio.run(populate(api, workload, shape.nodes, shape.init_pods, sched.scheduler_name))
+        setup = asyncio.run(
+            populate(api, workload, shape.nodes, shape.init_pods, sched.scheduler_name, measured)
+        )
         record["setup_seconds"] = round(time.monotonic() - started, 1)
-        names = [f"pod-{i}" for i in range(measured)]
+        names = setup.measured_pods
         bodies = [_encode(workload.measured_pod(n, MEASURED_NAMESPACE, sched.scheduler_name)) for n in names]
+        manager_pid = cluster.components[CONTROLLER_MANAGER].pid if cluster.with_controller_manager else 0
+        if manager_pid:  # e.g. its TTL controller annotates every new node: done before the scheduler starts
+            record["controller_manager_settle_seconds"] = round(wait_idle(manager_pid, lambda: True), 1)
+        manager_before = _controller_manager_requests(cluster)
         before = apimetrics.parse(api.request("GET", "/metrics", timeout=60).text())
+        if workload.extras is not None:
+            companion = workload.extras.companion(api, setup)
+        if companion is not None:
+            companion.start()
 
         started = time.monotonic()
         sched.start()
@@ -276,6 +327,7 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
                     "scheduler": procstats.cpu_seconds(pid),
                     "apiserver": procstats.cpu_seconds(apiserver_pid),
                     "etcd": procstats.cpu_seconds(etcd_pid),
+                    "controller_manager": procstats.cpu_seconds(manager_pid) if manager_pid else 0.0,
                     # this process alone: the cluster and the scheduler are its children
                     "harness": procstats.cpu_seconds(os.getpid(), tree=False),
                     "machine": procstats.machine_busy_seconds(),
@@ -295,13 +347,27 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         record["peak_rss_bytes"] = procstats.peak_rss_bytes(pid)
         record["cpu_seconds_total"] = round(procstats.cpu_seconds(pid), 2)
         sched.stop()
+        harness_requests = Counter(result.requests)
+        if companion is not None:
+            companion.stop()
+            harness_requests.update(companion.requests)
+            record.update(companion.summary())
         after = apimetrics.parse(api.request("GET", "/metrics", timeout=60).text())
-        requests = apimetrics.scheduler_requests(before, after, result.requests)
+        if manager_pid:
+            manager_after = _controller_manager_requests(cluster)
+            record["controller_manager_requests_by_method"] = {
+                k: manager_after.get(k, 0) - manager_before.get(k, 0) for k in sorted(manager_after)
+            }
+        requests = apimetrics.scheduler_requests(before, after, harness_requests)
+        problems: list[str] = []
+        if workload.extras is not None and kind != schedulers.RAW_BINDER:  # binding alone is all it does
+            problems = asyncio.run(_check(workload.extras, setup))
+            record["check_problems"] = len(problems)
         record.update(_measurement_fields(result, marks))
         record.update({k: _round(v, 3) for k, v in apimetrics.breakdown(requests, measured).items()})
         record["api_requests_by_kind"] = {apimetrics.label(k): n for k, n in sorted(requests.items())}
         record["harness_requests_by_kind"] = {
-            apimetrics.label(k): n for k, n in sorted(result.requests.items())
+            apimetrics.label(k): n for k, n in sorted(harness_requests.items())
         }
         record["scheduler_metrics"] = _own_metrics(own_metrics)
         if result.outcome != "complete":
@@ -312,6 +378,8 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
             )
         elif result.create_errors:
             record["error"] = f"{len(result.create_errors)} pod creations failed: {result.create_errors[0]}"
+        elif problems:
+            record["error"] = f"every pod bound, but {len(problems)} problems: " + "; ".join(problems[:5])
         else:
             record["complete"] = True
     except Exception as e:  # a failed run is reported, not fatal for the others
@@ -319,6 +387,8 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
     finally:
         if profiler is not None:
             profiler.stop()
+        if companion is not None:
+            companion.stop()
         if not record["complete"] and sched.component is not None:
             logs = opts.results_dir / "logs" / opts.stamp
             logs.mkdir(parents=True, exist_ok=True)
@@ -342,7 +412,7 @@ def _measurement_fields(result: Measurement, marks: dict[str, dict[str, float]])
         return round(end[what] - start[what], 2) if what in start and what in end else None
 
     cpu = used("scheduler")
-    ours = [used(w) for w in ("scheduler", "apiserver", "etcd", "harness")]
+    ours = [used(w) for w in ("scheduler", "apiserver", "etcd", "harness", "controller_manager")]
     machine = used("machine")
     foreign = round(machine - sum(x for x in ours if x), 2) if machine is not None else None
     first_seen = min(result.first_seen.values()) if result.first_seen else None
@@ -365,6 +435,7 @@ def _measurement_fields(result: Measurement, marks: dict[str, dict[str, float]])
         "cpu_ms_per_pod": round(1000 * cpu / result.bound, 3) if cpu is not None and result.bound else None,
         "apiserver_cpu_seconds": used("apiserver"),
         "etcd_cpu_seconds": used("etcd"),
+        "controller_manager_cpu_seconds": used("controller_manager") or None,
         "harness_cpu_seconds": used("harness"),
         "machine_busy_seconds": machine,
         "foreign_cpu_seconds": foreign,
@@ -380,6 +451,22 @@ def _measurement_fields(result: Measurement, marks: dict[str, dict[str, float]])
             [round(t - result.create_started, 2), n] for t, n in result.collector.progress
         ],
     }
+
+
+async def _check(extras: Extras, setup: Setup) -> list[str]:
+    async with Loader(setup.api) as loader:
+        return await extras.check(dataclasses.replace(setup, loader=loader))
+
+
+def _controller_manager_requests(cluster: DevCluster) -> dict[str, int]:
+    """kube-controller-manager's own count of its requests by method ({} when it does not run)."""
+    url = cluster.urls.get(CONTROLLER_MANAGER)
+    if not cluster.with_controller_manager or not url:
+        return {}
+    try:
+        return apimetrics.client_requests(schedulers.http_get(url + "/metrics", timeout=30))
+    except OSError:
+        return {}
 
 
 def _own_metrics(text: str) -> dict[str, float]:

@@ -37,7 +37,7 @@ class SchedulerFailed(Exception):
     """A scheduler did not come up or died; the message carries its log tail."""
 
 
-def _get(url: str, timeout: float = 5.0) -> str:
+def http_get(url: str, timeout: float = 5.0) -> str:
     ctx = ssl._create_unverified_context() if url.startswith("https://") else None
     with urllib.request.urlopen(url, timeout=timeout, context=ctx) as resp:
         return str(resp.read().decode(errors="replace"))
@@ -108,7 +108,7 @@ class KubeScheduler(Scheduler):
 
     def metrics(self) -> str:
         try:
-            return _get(self.cluster.urls[SCHEDULER] + "/metrics")
+            return http_get(self.cluster.urls[SCHEDULER] + "/metrics")
         except (OSError, KeyError):
             return ""
 
@@ -144,7 +144,7 @@ class KopfScheduler(Scheduler):
 
     def _ready(self) -> bool:
         try:
-            health = json.loads(_get(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2.0))
+            health = json.loads(http_get(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2.0))
         except (OSError, ValueError):
             return False
         state = health.get("scheduler") or {}
@@ -152,7 +152,7 @@ class KopfScheduler(Scheduler):
 
     def metrics(self) -> str:
         try:
-            return _get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+            return http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")
         except OSError:
             return ""
 

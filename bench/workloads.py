@@ -6,11 +6,18 @@ Every workload: fake nodes (4 CPU, 32 Gi, 110 pods, ``kubernetes.io/hostname`` a
 (``spec.nodeName`` set, node ``i % nodes``: spread evenly, not measured), then the measured pods. The
 pod templates are upstream's, with ``schedulerName`` set to the scheduler under test.
 
+The volume and DRA workloads add objects beside nodes and pods (``Workload.extras``: ``bench.volumes``,
+``bench.dra``); those that rely on kube-controller-manager's controllers (``Workload.controllers``) run it
+on their cluster for every scheduler alike.
+
 Sizes follow upstream's named workloads. ``small`` is the 500-node one (1,000 measured pods where the
 shape allows it: with required anti-affinity per hostname at most 500 pods fit on 500 nodes, and a
 preemptor needs a whole node, so those two measure 400 and 500 pods as upstream's 500-node variants
 do). ``full`` is the 5,000-node one upstream's CI runs (``performance`` label); PreemptionBasic's
 5,000-node variant is the one upstream keeps commented out (20,000 low-priority pods, 5,000 preemptors).
+SchedulingWithResourceClaimTemplate's largest upstream variant has 500 nodes (``5000pods_500nodes``, its
+``performance`` one); its small size is upstream's ``2000pods_200nodes``. SchedulingWaitForFirstConsumer
+has no upstream counterpart: its volumes are made by a provisioner, so it is small at both sizes.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from bench import dra, volumes
+from bench.objects import Extras
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -51,6 +61,17 @@ class Workload:
     #: (name, value) PriorityClasses to create first
     priority_classes: tuple[tuple[str, int], ...] = ()
     notes: str = ""
+    #: objects beside nodes and pods (volumes, classes, ResourceSlices, claims) and a helper beside the
+    #: scheduler; see ``bench.objects``
+    extras: Extras | None = None
+    #: kube-controller-manager's controllers the workload relies on; any starts kube-controller-manager
+    #: (all of its controllers, as ``--with-controller-manager``) for every scheduler
+    controllers: tuple[str, ...] = ()
+    #: whether the raw binder runs it by default: not where binding without scheduling leaves the
+    #: workload undone (volumes never provisioned)
+    raw_binder: bool = True
+    #: kopf-scheduler's throughput target against kube-scheduler's (None: only that it completes)
+    target: float | None = 0.8
 
     def shape(self, size: str) -> Shape:
         return self.sizes[size]
@@ -124,6 +145,36 @@ def node_affinity_pod(name: str, namespace: str, scheduler: str) -> dict[str, An
     return _pod(name, namespace, scheduler, spec)
 
 
+def csi_volume_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """SchedulingCSIPVs' pods: upstream's base pod (``makeBasePod``: ``pod-default``'s container) with the
+    volume ``vol`` over its own claim ``pvc-<pod>`` (``CreatePodWithPersistentVolume``)."""
+    return volumes.with_claim(default_pod(name, namespace, scheduler))
+
+
+def claim_template_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``dra/templates/pod-with-claim-template.yaml``: one pause container (no CPU or memory requests) using
+    the claim ``resource`` made from ``test-claim-template``."""
+    spec = {
+        "containers": [
+            {"name": "pause", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": dra.POD_CLAIM}]}}
+        ],
+        "resourceClaims": [{"name": dra.POD_CLAIM, "resourceClaimTemplateName": dra.CLAIM_TEMPLATE}],
+    }
+    return _pod(name, namespace, scheduler, spec)
+
+
+def claim_ref_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """The initial pods of the DRA workload: as ``pod-with-claim-template`` but using their own claim
+    ``<pod>-resource`` (``pod-with-claim-ref.yaml``'s form), which the harness allocates (``bench.dra``)."""
+    spec = {
+        "containers": [
+            {"name": "pause", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": dra.POD_CLAIM}]}}
+        ],
+        "resourceClaims": [{"name": dra.POD_CLAIM, "resourceClaimName": dra.init_claim_name(name)}],
+    }
+    return _pod(name, namespace, scheduler, spec)
+
+
 def low_priority_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     """``templates/pod-low-priority.yaml``: no priority, 900m CPU, grace period 0. Four fill a node."""
     spec = {"terminationGracePeriodSeconds": 0, "containers": [_container(cpu="900m")]}
@@ -149,6 +200,7 @@ WORKLOADS: dict[str, Workload] = {
             },
             init_pod=default_pod,
             measured_pod=default_pod,
+            target=1.0,
         ),
         Workload(
             "SchedulingPodAntiAffinity",
@@ -192,6 +244,49 @@ WORKLOADS: dict[str, Workload] = {
             priority_classes=((HIGH_PRIORITY_CLASS, 10),),
             notes="4 low-priority pods fill each node; each measured pod must preempt 3 of them",
         ),
+        Workload(
+            "SchedulingCSIPVs",
+            {
+                "small": Shape(500, 500, 1000, "SchedulingCSIPVs/500Nodes"),
+                "full": Shape(5000, 5000, 5000, "SchedulingCSIPVs/5000Nodes_5000Pods"),
+            },
+            init_pod=csi_volume_pod,
+            measured_pod=csi_volume_pod,
+            # upstream's nodeAllocatableStrategy.nodeAllocatable (CSINodes: volumes.CSIPersistentVolumes)
+            node_template={
+                "status": {"allocatable": {volumes.ATTACH_LIMIT_RESOURCE: str(volumes.CSI_ATTACH_LIMIT)}}
+            },
+            extras=volumes.CSIPersistentVolumes(),
+            target=1.0,
+            notes="every pod has its own claim, pre-bound to a CSI volume (ebs.csi.aws.com, 39 per node)",
+        ),
+        Workload(
+            "SchedulingWaitForFirstConsumer",
+            {
+                "small": Shape(500, 500, 200, "none upstream (500 nodes, 200 provisioned claims)"),
+                "full": Shape(5000, 1000, 1000, "none upstream (5000 nodes, 1000 provisioned claims)"),
+            },
+            init_pod=default_pod,
+            measured_pod=csi_volume_pod,
+            extras=volumes.DelayedBindingVolumes(),
+            controllers=("persistentvolume-binder-controller",),
+            raw_binder=False,
+            target=None,
+            notes="each measured pod's claim is provisioned in its node's zone once a scheduler picks it",
+        ),
+        Workload(
+            "SchedulingWithResourceClaimTemplate",
+            {
+                "small": Shape(200, 1000, 1000, "SchedulingWithResourceClaimTemplate/2000pods_200nodes"),
+                "full": Shape(500, 2500, 2500, "SchedulingWithResourceClaimTemplate/5000pods_500nodes"),
+            },
+            init_pod=claim_ref_pod,
+            measured_pod=claim_template_pod,
+            node_template={"metadata": {"labels": {dra.DRA_NODE_LABEL: "true"}}},
+            extras=dra.StructuredResources(devices_per_node=10),
+            controllers=("resourceclaim-controller",),
+            notes="10 devices per node (maxClaimsPerNode); initial and measured pods fill every device",
+        ),
     )
 }
 
@@ -201,3 +296,11 @@ LATENCY_WORKLOAD = "SchedulingBasic"
 
 def node_name(index: int) -> str:
     return f"node-{index}"
+
+
+def init_pod_name(index: int) -> str:
+    return f"init-{index}"
+
+
+def measured_pod_name(index: int) -> str:
+    return f"pod-{index}"
