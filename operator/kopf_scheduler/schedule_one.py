@@ -419,12 +419,13 @@ def _requeue_and_report(
     result: str,
 ) -> None:
     pod = qp.pod
-    # Requeues the pod and ends its attempt; None when it was deleted meanwhile: nothing to report, and
-    # no nomination to set (it would hold room for a pod that no longer exists).
-    if sched.queue.add_unschedulable_if_not_present(qp) is not None:
-        if nominated is not None:  # "" clears a nomination
-            sched.queue.add_nominated_pod(qp.pod, nominated)
-        sched.client.record_failure(pod, reason, truncate_event_message(message), nominated)
+    # Requeues the pod and ends its attempt; None when it was deleted meanwhile. A deleted pod still gets
+    # its FailedScheduling event, as handleSchedulingFailure writes it whether or not the pod is in the
+    # informer cache, but no nomination (it would hold room for a pod that no longer exists).
+    requeued = sched.queue.add_unschedulable_if_not_present(qp) is not None
+    if requeued and nominated is not None:  # "" clears a nomination
+        sched.queue.add_nominated_pod(qp.pod, nominated)
+    sched.client.record_failure(pod, reason, truncate_event_message(message), nominated if requeued else None)
     sched.on_failed(qp, reason, message, result, started)
 
 

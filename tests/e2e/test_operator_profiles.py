@@ -192,6 +192,7 @@ def test_shipped_profiles_are_accepted(
         "kopf-scheduler": "default",
         "kopf-scheduler-bin-packing": "bin-packing",
         "kopf-scheduler-fast": "fast-and-simple",
+        "kopf-scheduler-gang": "gang-scheduling",
         "kopf-scheduler-spreading": "spreading",
     }, served
     assert place(scope, "packed", "kopf-scheduler-bin-packing") == loaded

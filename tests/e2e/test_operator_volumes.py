@@ -1,13 +1,15 @@
-"""Persistent volumes through the operator, on a real kube-apiserver with kube-controller-manager (its PV
-controller binds what the scheduler decides) and a test provisioner standing in for a CSI
-external-provisioner (``volume_provisioner``):
+"""Persistent volumes through the operator, on the session's real kube-apiserver with
+kube-controller-manager (its PV controller binds what the scheduler decides), next to the upstream
+kube-scheduler:
 
-- a StatefulSet of three replicas with a volumeClaimTemplate of a WaitForFirstConsumer class: every pod
-  is bound, and every claim is Bound to a volume made in the zone of its pod's node;
 - a pod with a claim that only a static local volume can satisfy lands on that volume's node, which the
   volume is then bound to; kube-scheduler, on an identical set of objects, does the same;
 - a pod whose claim does not exist, and one whose claim of an Immediate class is not bound, get
   kube-scheduler's FailedScheduling message, word for word.
+
+A StatefulSet whose claims a test provisioner makes, a pod deleted while its PreBind waits and bad volume
+input run through both schedulers on two identical fresh clusters in
+``test_operator_volumes_vs_kube_scheduler``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from typing import Any
 
 import pytest
 from operator_harness import OPERATORS_KEY, Operators, Scope, wait_until
-from volume_provisioner import PROVISIONED_LABEL, ZONE, TestProvisioner
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps
 
@@ -55,24 +56,19 @@ def volume_operators(
 
 @pytest.fixture
 def vscope(controller_plane: ClusterHarness) -> Iterator[Scope]:
-    """This test's namespace and nodes; its StatefulSets, claims, volumes and classes are deleted after."""
+    """This test's namespace and nodes; its claims, volumes and classes are deleted after."""
     made = Scope(controller_plane)
     cp, ns = controller_plane, made.namespace
     try:
         yield made
     finally:
-        cp.request("DELETE", f"/apis/apps/v1/namespaces/{ns}/statefulsets", expect=(200,))
         made.cleanup()
         cp.request("DELETE", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", expect=(200,))
-        for selector in (f"{VOLUME_LABEL}%3D{made.run}", f"{PROVISIONED_LABEL}%3D{_provisioner(made)}"):
-            cp.request("DELETE", f"/api/v1/persistentvolumes?labelSelector={selector}", expect=(200,))
+        selector = f"{VOLUME_LABEL}%3D{made.run}"
+        cp.request("DELETE", f"/api/v1/persistentvolumes?labelSelector={selector}", expect=(200,))
         cp.request(
             "DELETE", f"/apis/storage.k8s.io/v1/storageclasses?labelSelector={VOLUME_LABEL}%3D{made.run}"
         )
-
-
-def _provisioner(scope: Scope) -> str:
-    return f"{scope.run}.e2e.kopf-scheduler.dev"
 
 
 def _storage_class(scope: Scope, what: str, provisioner: str, mode: str) -> str:
@@ -138,60 +134,6 @@ def _get(cp: ClusterHarness, path: str) -> dict[str, Any]:
 def _failed_scheduling(scope: Scope, pod: str) -> str:
     message: str = scope.wait_event("FailedScheduling", pod, timeout=30)["message"]
     return message
-
-
-def test_a_stateful_sets_claims_are_provisioned_in_the_zones_of_their_pods(
-    controller_plane: ClusterHarness, volume_operators: Operators, vscope: Scope
-) -> None:
-    cp, ns = controller_plane, vscope.namespace
-    for zone in ("a", "b", "c"):
-        vscope.nodes(1, f"zone-{zone}", labels={ZONE: f"{vscope.run}-{zone}"})
-    provisioner = _provisioner(vscope)
-    storage_class = _storage_class(vscope, "wffc", provisioner, "WaitForFirstConsumer")
-    operator = volume_operators.start("op", lease_namespace=ns)
-    operator.wait_leading()
-    template = vscope.pod("web", KOPF_SCHEDULER)
-    template["metadata"] = {"labels": {"app": "web"}}
-    template["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
-    claim_template = {
-        "metadata": {"name": "data"},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "storageClassName": storage_class,
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-    }
-    with TestProvisioner(cp, ns, provisioner) as made:
-        cp.post(
-            f"/apis/apps/v1/namespaces/{ns}/statefulsets",
-            {
-                "apiVersion": "apps/v1",
-                "kind": "StatefulSet",
-                "metadata": {"name": "web", "namespace": ns},
-                "spec": {
-                    "replicas": 3,
-                    "podManagementPolicy": "Parallel",  # no kubelet makes a pod Ready
-                    "serviceName": "web",
-                    "selector": {"matchLabels": {"app": "web"}},
-                    "template": template,
-                    "volumeClaimTemplates": [claim_template],
-                },
-            },
-        )
-        wait_until(lambda: len(vscope.bound()) == 3 and vscope.bound(), 60, "three StatefulSet pods bound")
-        assert not made.errors, made.errors
-    for i in range(3):
-        pod = vscope.get_pod(f"web-{i}")
-        claim = _get(cp, f"/api/v1/namespaces/{ns}/persistentvolumeclaims/data-web-{i}")
-        assert claim["status"]["phase"] == "Bound", dumps(claim)
-        volume = _get(cp, f"/api/v1/persistentvolumes/{claim['spec']['volumeName']}")
-        node = _get(cp, f"/api/v1/nodes/{pod['spec']['nodeName']}")
-        term = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
-        assert (term["key"], term["values"]) == (ZONE, [node["metadata"]["labels"][ZONE]]), dumps(volume)
-        assert (
-            claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node["metadata"]["name"]
-        )
-    assert not operator.problems(), operator.problems()
 
 
 @pytest.mark.parametrize("scheduler", [KOPF_SCHEDULER, KUBE_SCHEDULER])

@@ -134,9 +134,19 @@ async def test_a_pod_deleted_while_its_volumes_are_bound_is_not_bound() -> None:
     scheduler.delete_pod(pod)
     clock.advance(1)
     await scheduler.wait_for_bindings()
-    assert client.bound == [] and client.failures == []
+    assert client.bound == []
+    # reported as kube-scheduler reports it, though the pod is gone (handleSchedulingFailure)
+    assert client.failures == [
+        (
+            "default/app",
+            "SchedulerError",
+            'running PreBind plugin "VolumeBinding": binding volumes: pod does not exist any more: '
+            'pod "app" not found',
+        )
+    ]
     assert _volume_binding(scheduler).binder.volumes.assumed() == ()
     assert scheduler.cache.get_pod(pod["metadata"]["uid"]) is None
+    assert "app" not in str(scheduler.queue.pending())  # not requeued
     # the claimRef written stays, as kube-scheduler leaves it: the PV controller binds it to the claim
     volume = scheduler.objects.of(PERSISTENT_VOLUMES).get("", "pv-n2")
     assert volume is not None and volume.claim_ref is not None
