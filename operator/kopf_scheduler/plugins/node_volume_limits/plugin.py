@@ -23,11 +23,11 @@ as upstream. Pre-filter skips pods with no claim, ephemeral or migratable in-tre
 from __future__ import annotations
 
 import secrets
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
@@ -36,60 +36,45 @@ from kopf_scheduler.framework.interface import (
     PreFilterResult,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
-from kopf_scheduler.framework.objects import (
-    CSI_NODES,
-    PERSISTENT_VOLUME_CLAIMS,
-    PERSISTENT_VOLUMES,
-    STORAGE_CLASSES,
-    VOLUME_ATTACHMENTS,
-    ClusterListers,
-    CSINode,
-    NoObjects,
-    PersistentVolumeClaim,
-)
+from kopf_scheduler.framework.objects import CSI_NODES, ClusterListers, NoObjects
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
-from kopf_scheduler.framework.volumes import VolumeParseError, ephemeral_claim_name, pod_volumes
+from kopf_scheduler.framework.status import SKIP, Status, error, unschedulable
+from kopf_scheduler.framework.volumes import VolumeParseError, pod_volumes
 from kopf_scheduler.plugins import names
-from kopf_scheduler.plugins._volumes import PVC_RESOURCE, claim_class, not_found
+from kopf_scheduler.plugins.node_volume_limits.counting import (
+    PodCount,
+    Profile,
+    VolumeCounter,
+    profile,
+    volume_limits,
+)
 from kopf_scheduler.plugins.node_volume_limits.hints import (
     attachment_deleted,
     claim_added,
     csi_node_updated,
     pod_deleted,
 )
-from kopf_scheduler.plugins.node_volume_limits.translation import (
-    CSI_DRIVERS,
-    TranslationError,
-    migratable,
-    migration_on,
-    translate,
-)
+from kopf_scheduler.plugins.node_volume_limits.translation import migratable
 
 NAME = names.NODE_VOLUME_LIMITS
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
 
-_NONE = ("", "")
+__all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "NodeVolumeLimits", "new", "volume_limits"]
 
 
-class _Failure(Exception):
-    """The filter cannot judge the node: an error status with this message."""
+@dataclass(slots=True)
+class _State:
+    """The cycle's view: the stores' stamp, and the incoming pod's count per CSINode profile (filled as
+    nodes of each profile are met). The stores do not change within a cycle, so clones share it."""
+
+    stamp: int
+    counts: dict[Profile, PodCount] = field(default_factory=dict)
+
+    def clone(self) -> _State:
+        return self
 
 
-class _ClaimNotFound(_Failure):
-    """The pod's own claim is missing: unresolvable until it is created."""
-
-
-def _uid(pod: PodInfo) -> str:
-    meta = pod.raw.get("metadata")
-    return str(meta.get("uid") or "") if isinstance(meta, Mapping) else ""
-
-
-def volume_limits(csi_node: CSINode | None) -> dict[str, int]:
-    """``getVolumeLimits``: driver -> how many of its volumes the node can attach."""
-    if csi_node is None:
-        return {}
-    return {name: d.allocatable for name, d in csi_node.drivers.items() if d.allocatable is not None}
+_KEY: StateKey[_State] = StateKey(NAME)
 
 
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
@@ -98,10 +83,12 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     def __init__(self, handle: Any, objects: ClusterListers) -> None:
         self.handle = handle
         self.objects = objects
-        # Unbound claims are counted with a handle no real volume has (upstream: rand.String(32)); drawn
-        # outside the scheduler's seeded random source, which it must not disturb.
-        self.unbound_prefix = secrets.token_hex(16)
-        self._attached: tuple[int, dict[str, dict[str, str]]] | None = None
+        # Drawn outside the scheduler's seeded random source, which it must not disturb.
+        self.counter = VolumeCounter(objects, secrets.token_hex(16))
+
+    @property
+    def unbound_prefix(self) -> str:
+        return self.counter.unbound_prefix
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
@@ -111,6 +98,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         except VolumeParseError as e:
             return None, error(str(e))
         if any(v.claim_name is not None or v.ephemeral or migratable(v.disk) for v in volumes):
+            state.write(_KEY, _State(self.counter.stamp()))
             return None, None
         return None, SKIP
 
@@ -120,119 +108,33 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                 return None
         except VolumeParseError as e:
             return error(str(e))
+        found = state.get(_KEY)
+        if found is None:  # pre-filter did not run: count here, as upstream
+            found = _State(self.counter.stamp())
         csi_node = self.objects.of(CSI_NODES).get("", node.name)
-        wanted: dict[str, str] = {}
-        try:
-            self._attachable(pod, csi_node, True, wanted)
-        except _ClaimNotFound as e:
-            return unresolvable(str(e))
-        except (_Failure, VolumeParseError) as e:
-            return error(str(e))
+        kind = profile(csi_node)
+        wanted = found.counts.get(kind)
+        if wanted is None:
+            wanted = found.counts[kind] = self.counter.pod_count(pod, kind)
+        if isinstance(wanted, Status):
+            return wanted
         if not wanted:
             return None
-        limits = volume_limits(csi_node)
-        if not limits:
+        on_node = self.counter.node_counts(node, csi_node, found.stamp)
+        if not on_node.limits:
             return None
-        attached: dict[str, str] = {}
-        for existing in node.pods.values():
-            try:
-                self._attachable(existing, csi_node, False, attached)
-            except VolumeParseError as e:
-                return error(f"pod {existing.key}: {e}")
-            except _Failure as e:
-                return error(str(e))
-        counts: Counter[str] = Counter(attached.values())
-        for unique in attached:
-            wanted.pop(unique, None)  # already attached: counts once
-        for unique, driver in self._attachments(node.name).items():
-            if unique not in attached:
-                counts[driver] += 1
-        for driver, count in Counter(wanted.values()).items():
-            limit = limits.get(driver)
-            if limit is not None and counts[driver] + count > limit:
+        if on_node.failure is not None:
+            return on_node.failure
+        attached = on_node.attached
+        new_counts: dict[str, int] = {}
+        for unique, driver in wanted.items():
+            if unique not in attached:  # a volume already attached counts once
+                new_counts[driver] = new_counts.get(driver, 0) + 1
+        for driver, count in new_counts.items():
+            limit = on_node.limits.get(driver)
+            if limit is not None and on_node.counts.get(driver, 0) + count > limit:
                 return unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
         return None
-
-    # -- counting --------------------------------------------------------------------------------------
-    def _attachable(self, pod: PodInfo, csi_node: CSINode | None, new_pod: bool, out: dict[str, str]) -> None:
-        """``filterAttachableVolumes``: adds ``<driver>/<handle> -> driver`` for the pod's volumes."""
-        claims = self.objects.of(PERSISTENT_VOLUME_CLAIMS)
-        for volume in pod_volumes(pod):
-            if volume.claim_name is not None:
-                claim_name = volume.claim_name
-            elif volume.ephemeral:
-                claim_name = ephemeral_claim_name(pod, volume)
-            else:
-                disk = volume.disk
-                if disk is not None and migratable(disk) and migration_on(csi_node, disk.plugin):
-                    try:
-                        driver, handle = translate(disk)
-                    except TranslationError as e:
-                        raise _Failure(f"converting volume({volume.name}) from inline to csi: {e}") from None
-                    out[f"{driver}/{handle}"] = driver
-                continue
-            if not claim_name:
-                raise _Failure("PersistentVolumeClaim had no name")
-            claim = claims.get(pod.namespace, claim_name)
-            if claim is None:
-                if new_pod:  # the pod cannot run without it
-                    message = not_found(PVC_RESOURCE, claim_name)
-                    raise _ClaimNotFound(f"looking up PVC {pod.namespace}/{claim_name}: {message}")
-                continue  # no telling whether it belongs to the running pod
-            if volume.ephemeral and claim.owner_uids[:1] != (_uid(pod),):
-                raise _Failure(
-                    f"PVC {claim.namespace}/{claim.name} was not created for pod {pod.namespace}/{pod.name}"
-                    " (pod is not owner)"
-                )
-            driver, handle = self._csi_volume(csi_node, claim)
-            if driver and handle:
-                out[f"{driver}/{handle}"] = driver
-
-    def _csi_volume(self, csi_node: CSINode | None, claim: PersistentVolumeClaim) -> tuple[str, str]:
-        """``getCSIDriverInfo``: the claim's CSI driver and volume handle, ("", "") to not count it."""
-        pv = self.objects.of(PERSISTENT_VOLUMES).get("", claim.volume_name) if claim.volume_name else None
-        if pv is None:  # not bound yet, or bound to a volume not created yet: its class tells
-            return self._from_class(csi_node, claim)
-        if pv.is_csi:
-            return pv.csi_driver, pv.csi_handle
-        disk = pv.in_tree
-        if disk is None or not migratable(disk) or not migration_on(csi_node, disk.plugin):
-            return _NONE
-        try:
-            return translate(disk, pv.labels)
-        except TranslationError:
-            return _NONE
-
-    def _from_class(self, csi_node: CSINode | None, claim: PersistentVolumeClaim) -> tuple[str, str]:
-        class_name = claim_class(claim)
-        storage_class = self.objects.of(STORAGE_CLASSES).get("", class_name) if class_name else None
-        if storage_class is None:  # then it binds immediately, so it is bound before it is scheduled
-            return _NONE
-        handle = f"{self.unbound_prefix}-{claim.namespace}/{claim.name}"
-        provisioner = storage_class.provisioner
-        if provisioner in CSI_DRIVERS:
-            if not migration_on(csi_node, provisioner):
-                return _NONE
-            return CSI_DRIVERS[provisioner], handle
-        return provisioner, handle
-
-    def _attachments(self, node_name: str) -> dict[str, str]:
-        """``getNodeVolumeAttachmentInfo``: the node's attached CSI volumes, grouped once per change of
-        the VolumeAttachments or PersistentVolumes."""
-        generation = self.objects.generation(VOLUME_ATTACHMENTS, PERSISTENT_VOLUMES)
-        if self._attached is None or self._attached[0] != generation:
-            volumes = self.objects.of(PERSISTENT_VOLUMES)
-            by_node: dict[str, dict[str, str]] = {}
-            for attachment in self.objects.of(VOLUME_ATTACHMENTS).list():
-                if not attachment.attacher or attachment.persistent_volume_name is None:
-                    continue
-                pv = volumes.get("", attachment.persistent_volume_name)
-                if pv is None or not pv.is_csi:
-                    continue
-                node = by_node.setdefault(attachment.node_name, {})
-                node[f"{attachment.attacher}/{pv.csi_handle}"] = attachment.attacher
-            self._attached = (generation, by_node)
-        return self._attached[1].get(node_name, {})
 
     # -- requeueing ------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -16,7 +16,7 @@ migrated (``tryTranslatePVToCSI``), so such a volume's node affinity is read as 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.objects import (
@@ -102,7 +102,9 @@ class VolumeBinder:
         """``FindPodVolumes``: the bindings the node would take and why it cannot (no reasons: it can);
         raises ``VolumeBindingError``."""
         found = PodVolumes()
-        bound_ok, volumes_exist = self._check_bound_claims(claims.bound, labels)
+        bound_ok, volumes_exist = check_bound_volumes(
+            [self.volumes.get("", claim.volume_name) for claim in claims.bound], labels
+        )
         unbound_ok, enough_space = True, True
         if claims.delay_binding:
             to_match: list[PersistentVolumeClaim] = []
@@ -123,19 +125,6 @@ class VolumeBinder:
                     to_provision, labels
                 )
         return found, _reasons(bound_ok, unbound_ok, enough_space, volumes_exist)
-
-    def _check_bound_claims(
-        self, bound: list[PersistentVolumeClaim], labels: Mapping[str, str]
-    ) -> tuple[bool, bool]:
-        """(every bound volume reachable from the node, every bound volume exists); stops at the first
-        that fails, as upstream."""
-        for claim in bound:
-            volume = self.volumes.get("", claim.volume_name)
-            if volume is None:
-                return True, False
-            if not node_affinity_matches(volume, labels):
-                return False, True
-        return True, True
 
     def _match(
         self, claims: list[PersistentVolumeClaim], pod_claims: PodVolumeClaims, labels: Mapping[str, str]
@@ -229,6 +218,25 @@ class VolumeBinder:
             self.volumes.restore("", binding.volume.name)
         for provision in pod_volumes.dynamic_provisions:
             self.claims.restore(provision.claim.namespace, provision.claim.name)
+
+
+def check_bound_volumes(
+    volumes: Sequence[PersistentVolume | None], labels: Mapping[str, str]
+) -> tuple[bool, bool]:
+    """``checkBoundClaims`` over the bound claims' volumes (None: missing): (every volume reachable from
+    the node, every volume exists); stops at the first that fails, as upstream."""
+    for volume in volumes:
+        if volume is None:
+            return True, False
+        if not node_affinity_matches(volume, labels):
+            return False, True
+    return True, True
+
+
+def bound_reasons(volumes: Sequence[PersistentVolume | None], labels: Mapping[str, str]) -> list[str]:
+    """The reasons ``find_pod_volumes`` gives a node for a pod whose claims are all bound."""
+    bound_ok, volumes_exist = check_bound_volumes(volumes, labels)
+    return _reasons(bound_ok, True, True, volumes_exist)
 
 
 def _reasons(bound_ok: bool, unbound_ok: bool, enough_space: bool, volumes_exist: bool) -> list[str]:

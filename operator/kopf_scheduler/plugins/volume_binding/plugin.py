@@ -34,13 +34,13 @@ from kopf_scheduler.framework.interface import (
     ScorePlugin,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
-from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS
+from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, PersistentVolume
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, unresolvable
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.volume_binding import requeue
 from kopf_scheduler.plugins.volume_binding.args import Args
-from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, VolumeBinder
+from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, VolumeBinder, bound_reasons
 from kopf_scheduler.plugins.volume_binding.binding import PodVolumesBinding
 from kopf_scheduler.plugins.volume_binding.claims import PodVolumeClaims, VolumeBindingError, check_pod_claims
 
@@ -55,6 +55,11 @@ class _State:
     by_node: dict[str, PodVolumes] = field(default_factory=dict)
     #: reserve found every claim bound: nothing to write
     all_bound: bool = False
+    #: every claim is bound (pre-filter's view): the filter only checks ``bound_volumes``
+    bound_only: bool = False
+    #: the bound claims' volumes, in claim order (None: missing); empty when every one exists and is
+    #: reachable from every node (no node affinity), so any node passes
+    bound_volumes: tuple[PersistentVolume | None, ...] = ()
 
     def clone(self) -> _State:
         return self  # shared, as upstream's: filters of simulations record into the same map
@@ -92,12 +97,24 @@ class VolumeBinding(
         claims = self.binder.pod_volume_claims(pod)  # a VolumeBindingError is the runtime's error status
         if claims.immediate:  # the pod is requeued when the PV controller binds them
             return None, unresolvable(UNBOUND_IMMEDIATE_CLAIMS)
-        state.write(_KEY, _State(claims=claims))
+        found = _State(claims=claims)
+        if not claims.delay_binding:  # every claim bound: the filter checks their volumes only
+            found.bound_only = True
+            volumes = tuple(self.binder.volumes.get("", claim.volume_name) for claim in claims.bound)
+            if not all(v is not None and v.node_affinity is None for v in volumes):
+                found.bound_volumes = volumes
+        state.write(_KEY, found)
         return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         data = state.read(_KEY)
         assert data.claims is not None, "pre-filter skipped the pod"
+        if data.bound_only:  # what ``find_pod_volumes`` does for bound claims, with the volumes looked up
+            reasons = bound_reasons(data.bound_volumes, node.labels) if data.bound_volumes else None
+            if reasons:
+                return unresolvable(*reasons)
+            data.by_node[node.name] = PodVolumes()
+            return None
         pod_volumes, reasons = self.binder.find_pod_volumes(pod, data.claims, node.name, node.labels)
         if reasons:
             return unresolvable(*reasons)
