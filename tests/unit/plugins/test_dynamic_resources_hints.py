@@ -95,3 +95,38 @@ def test_assumed_claim_shown_until_the_store_catches_up() -> None:
     shown = dra.get("default", "c")
     assert shown is not None and shown.allocation is None
     assert dra.allocated_devices() == frozenset()
+
+
+def test_claim_hint_keys_never_hide_a_queue_verdict() -> None:
+    """The queue skips a pod whose keys miss the event's without asking: the hint must say SKIP then."""
+    made = claim("p-gpu-x", owner_uid="p")
+    stored = [claim("c"), claim("d", allocation=allocated_on("n1", "d0")), made]
+    hint = claim_changed(manager(*stored))
+    pods = [
+        pod("p", "c"),
+        pod("p", "c", "d"),
+        pod("p", templates={"gpu": "p-gpu-x"}),
+        pod("p", templates={"gpu": None}),
+        pod("p", "c", templates={"gpu": "p-gpu-x"}),
+    ]
+    changes: list[tuple[dict[str, Any] | None, dict[str, Any]]] = [
+        (None, claim("c")),
+        (None, claim("e")),
+        (claim("c"), claim("c", allocation=allocated_on("n1", "d1"))),
+        (claim("d", allocation=allocated_on("n1", "d0")), claim("d")),
+        (claim("c"), with_finalizer(claim("c"))),
+        (None, made),
+        (made, {**made, "status": {"allocation": allocated_on("n1", "d2")}}),
+    ]
+    for waiting in pods:
+        for old_raw, new_raw in changes:
+            old = None if old_raw is None else value(old_raw)
+            new = value(new_raw)
+            keys = hint.event_keys(old, new)
+            verdict = hint(waiting, old, new)
+            if keys is not None and keys.isdisjoint(hint.pod_keys(waiting)):
+                assert verdict is SKIP, (waiting.raw["spec"], new_raw["metadata"]["name"])
+    assert hint.event_keys(value(stored[1]), value(claim("d"))) is None  # deallocated: any pod may care
+    assert hint.pod_keys(pods[4]) == {("default", "c"), ("default", "p-gpu-x")}
+    assert hint.pod_keys(pods[3]) == frozenset()
+    assert hint.pod_keys(pods[4]) is hint.pod_keys(pods[4])  # memoised on the PodInfo

@@ -13,12 +13,17 @@ event, only those plugins' registrations in the pod's own profile are consulted 
 Rejecting plugins of a real framework that do not implement ``EnqueueExtensions`` are treated as
 registered for every pod and node event with no hint, as kube-scheduler does for plugins that do not
 say what they wait for. Invariant: an index is rebuilt whenever the profile's framework object changes.
+
+Keyed hints (``KeyedHint``) let the queue skip pods without asking: a hint that also has ``pod_keys`` and
+``event_keys`` promises to say SKIP for every pod whose keys miss the event's. When every registration an
+event matches is keyed, only pool members sharing a key with the event (and those ``pod_keys`` gives no
+keys for: no rejector recorded, a catch-all rejector, no profile) need the full check.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Protocol
 
 from kopf_scheduler.framework.events import ClusterEvent, HintFn, Resource
@@ -43,6 +48,31 @@ class QueueProfile(Protocol):
     def events_to_register(self) -> list[tuple[str, ClusterEvent, HintFn | None]]: ...
 
 
+class KeyedHint(Protocol):
+    """A queueing hint that can name the pods an event may concern.
+
+    Contract: ``hint(pod, old, new)`` is SKIP whenever ``event_keys(old, new)`` is not None and shares
+    no key with ``pod_keys(pod)``; ``pod_keys`` depends on the PodInfo object alone (a new version of the
+    pod is a new object). None from ``event_keys``: any pod may be concerned.
+    """
+
+    def __call__(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint: ...
+
+    def pod_keys(self, pod: PodInfo) -> frozenset[Hashable]: ...
+
+    def event_keys(self, old: Any, new: Any) -> frozenset[Hashable] | None: ...
+
+
+def _keyed(hint: HintFn | None) -> KeyedHint | None:
+    if (
+        hint is not None
+        and callable(getattr(hint, "pod_keys", None))
+        and callable(getattr(hint, "event_keys", None))
+    ):
+        return hint  # type: ignore[return-value]
+    return None
+
+
 class Strategy(enum.IntEnum):
     """Where an event sends a rejected pod (upstream's ``queueingStrategy``), in increasing urgency."""
 
@@ -65,7 +95,15 @@ _Registration = tuple[ClusterEvent, HintFn | None]
 class ProfileEvents:
     """The registrations of one framework, indexed by plugin name, with a memo of events of interest."""
 
-    __slots__ = ("_catch_all", "_interest", "_registered", "by_plugin", "framework")
+    __slots__ = (
+        "_catch_all",
+        "_interest",
+        "_keyed_for",
+        "_keyed_hints",
+        "_registered",
+        "by_plugin",
+        "framework",
+    )
 
     def __init__(self, framework: QueueProfile) -> None:
         self.framework = framework
@@ -81,6 +119,15 @@ class ProfileEvents:
         )
         self._interest: dict[ClusterEvent, bool] = {}
         self._registered: dict[ClusterEvent, bool] = {}
+        keyed: dict[int, KeyedHint] = {}
+        for regs in self.by_plugin.values():
+            for _, hint in regs:
+                found = _keyed(hint)
+                if found is not None:
+                    keyed[id(found)] = found
+        self._keyed_hints: tuple[KeyedHint, ...] = tuple(keyed.values())
+        #: per event: the keyed hints of the registrations it matches; None when one of them is not keyed
+        self._keyed_for: dict[ClusterEvent, tuple[KeyedHint, ...] | None] = {}
 
     def interested(self, event: ClusterEvent) -> bool:
         """Whether any plugin of this profile could be moved by ``event``."""
@@ -104,6 +151,50 @@ class ProfileEvents:
                 registered.matches(event) for regs in self.by_plugin.values() for registered, _ in regs
             )
         return known
+
+    def pod_keys(self, qp: QueuedPodInfo) -> frozenset[Hashable] | None:
+        """The keys of every keyed hint for the pod; None when an event may move it whatever its keys
+        (no rejector recorded, or a catch-all one)."""
+        rejectors = qp.unschedulable_plugins
+        if not (rejectors or qp.pending_plugins):
+            return None
+        catch_all = self._catch_all
+        if catch_all and not (catch_all.isdisjoint(rejectors) and catch_all.isdisjoint(qp.pending_plugins)):
+            return None
+        hints = self._keyed_hints
+        if not hints:
+            return frozenset()
+        if len(hints) == 1:
+            return hints[0].pod_keys(qp.pod)
+        return frozenset().union(*(hint.pod_keys(qp.pod) for hint in hints))
+
+    def event_keys(self, event: ClusterEvent, old: Any, new: Any) -> frozenset[Hashable] | None:
+        """The keys a pod must share for ``event`` to move it (see ``pod_keys``); None: any pod may move."""
+        if is_wildcard(event):
+            return None
+        if event in self._keyed_for:
+            hints = self._keyed_for[event]
+        else:
+            found: dict[int, KeyedHint] | None = {}
+            for regs in self.by_plugin.values():
+                for registered, hint in regs:
+                    if not registered.matches(event):
+                        continue
+                    keyed = _keyed(hint)
+                    if keyed is None or found is None:
+                        found = None
+                        break
+                    found[id(keyed)] = keyed
+            hints = self._keyed_for[event] = None if found is None else tuple(found.values())
+        if hints is None:
+            return None
+        keys: frozenset[Hashable] = frozenset()
+        for hint in hints:
+            more = hint.event_keys(old, new)
+            if more is None:
+                return None
+            keys = keys | more if keys else more
+        return keys
 
     def gating_matches(self, plugin: str, event: ClusterEvent) -> bool:
         """Whether the gating PreEnqueue plugin registered ``event`` (wildcards match only wildcards)."""

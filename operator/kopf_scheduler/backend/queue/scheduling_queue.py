@@ -17,7 +17,8 @@ Invariants: a pod is in at most one of activeQ, backoffQ, the pool and in flight
 activeQ or backoffQ (except straight from backoffQ) has passed PreEnqueue; only ``pop`` increments
 ``attempts``; a pod deleted while in flight is never requeued by its failure report; ``pop`` and the
 pushes are O(log n) and never scan a pool (events and the leftover flush scan the unschedulable pool,
-as kube-scheduler does).
+as kube-scheduler does, except that an event all of whose matching registrations have keyed hints visits
+only the members sharing a key with it: see ``profile_events.KeyedHint``).
 
 The queue is single-threaded (one asyncio loop): only ``pop`` and ``run`` await.
 """
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from kopf_scheduler.backend.queue.backoff import (
@@ -109,13 +110,16 @@ class SchedulingQueue:
         self.pop_from_backoff = pop_from_backoff
         self._framework_for = framework_for
         self._profiles: dict[str, ProfileEvents] = {}
+        #: grows whenever ``_profiles`` changes: the pool's key index is then stale
+        self._profiles_epoch = 0
+        self._indexed_epoch = 0
         self._sequence = itertools.count(1)
         self._active: KeyedHeap[QueuedPodInfo] = KeyedHeap()
         self._set_sort(queue_sort)
         self._backoff = BackoffQueue(
             self._active_key, initial_backoff, max_backoff, windowed=pop_from_backoff
         )
-        self._pool = UnschedulablePool()
+        self._pool = UnschedulablePool(self._pool_keys)
         self._in_flight = InFlight()
         #: in-flight pods deleted from the cluster (or bound): their failure report is dropped
         self._gone_in_flight: set[str] = set()
@@ -137,6 +141,7 @@ class SchedulingQueue:
         """Switches the profile lookup; registrations are re-read on next use."""
         self._framework_for = framework_for
         self._profiles.clear()
+        self._profiles_epoch += 1
 
     def _set_sort(self, plugin: QueueSortPlugin) -> None:
         self._queue_sort = plugin
@@ -163,10 +168,16 @@ class SchedulingQueue:
         if framework is None:
             if cached is not None:
                 del self._profiles[scheduler_name]
+                self._profiles_epoch += 1
             return None
         if cached is None or cached.framework is not framework:
             cached = self._profiles[scheduler_name] = ProfileEvents(framework)
+            self._profiles_epoch += 1
         return cached
+
+    def _pool_keys(self, qp: QueuedPodInfo) -> frozenset[Hashable] | None:
+        profile = self._profile(qp.pod.scheduler_name)
+        return None if profile is None else profile.pod_keys(qp)
 
     # -- new and changed pods --------------------------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
@@ -218,6 +229,7 @@ class SchedulingQueue:
         if qp is not None:
             before = old if old is not None else qp.pod
             qp.pod = new
+            self._pool.add(qp)  # re-stored: its keys follow the new version
             self.nominator.update(before, new)
             profile = self._profile(new.scheduler_name)
             for event in pod_update_events(before, new):
@@ -366,7 +378,7 @@ class SchedulingQueue:
         """
         if not (self._pool or self._in_flight) or not self._interested(event):
             return
-        pods = self._pool.snapshot()
+        pods = self._candidates(event, old, new) if self._pool else []
         if pre_check is not None:
             pods = [qp for qp in pods if pre_check(qp.pod)]
         self._move_pods(pods, event, old, new)
@@ -415,6 +427,27 @@ class SchedulingQueue:
             if profile is not None and profile.interested(event):
                 return True
         return False
+
+    def _candidates(self, event: ClusterEvent, old: Any, new: Any) -> list[QueuedPodInfo]:
+        """The pool members ``event`` may move: those sharing a key with it (and those without keys) when
+        every profile's registrations it matches have keyed hints, else every member."""
+        if is_wildcard(event):
+            return self._pool.snapshot()
+        if self._indexed_epoch != self._profiles_epoch:
+            self._pool.reindex()
+            self._indexed_epoch = self._profiles_epoch
+        keys: set[Hashable] = set()
+        for name in list(self._profiles):
+            profile = self._profile(name)
+            if profile is None:
+                continue
+            more = profile.event_keys(event, old, new)
+            if more is None:
+                return self._pool.snapshot()
+            keys.update(more)
+        if self._indexed_epoch != self._profiles_epoch:  # a profile changed under the index just now
+            return self._pool.snapshot()
+        return self._pool.candidates(keys)
 
     def _move_pods(self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
         woken = False

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
@@ -61,7 +62,7 @@ class Allocator:
         self,
         classes: Callable[[str], DeviceClass | None],
         slices: Sequence[ResourceSlice],
-        allocated: frozenset[DeviceID] | set[DeviceID],
+        allocated: AbstractSet[DeviceID],
         matcher: DeviceMatcher,
         timeout_seconds: float = 0.0,
     ) -> None:

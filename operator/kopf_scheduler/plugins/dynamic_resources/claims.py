@@ -47,6 +47,30 @@ def claim_name(pod: PodInfo, pod_claim: Mapping[str, Any]) -> tuple[str | None, 
     )
 
 
+_KEYS = "DynamicResources.claim_keys"
+
+
+def claim_keys(pod: PodInfo) -> frozenset[tuple[str, str]]:
+    """``(namespace, name)`` of every claim the pod names now (``resourceClaimName``, and the claims its
+    status records for its templates), ignoring entries ``pod_claims`` would reject: a superset of the
+    keys of the claims ``pod_claims`` returns. Memoised on ``PodInfo.extra`` (a PodInfo is one version
+    of the pod)."""
+    found: frozenset[tuple[str, str]] | None = pod.extra.get(_KEYS)
+    if found is None:
+        keys = set()
+        for pod_claim in pod.spec.get("resourceClaims") or ():
+            if not isinstance(pod_claim, Mapping):
+                continue
+            try:
+                name, _ = claim_name(pod, pod_claim)
+            except ClaimError:
+                continue
+            if name is not None:
+                keys.add((pod.namespace, name))
+        found = pod.extra[_KEYS] = frozenset(keys)
+    return found
+
+
 def pod_claims(pod: PodInfo, claims: ClaimLister) -> list[ResourceClaim]:
     """The pod's claims in ``spec.resourceClaims`` order (those needed); raises ``ClaimError`` when one
     is missing, being deleted, or not the pod's own although made from a template."""

@@ -8,7 +8,15 @@ upstream's is: two pods of two profiles must never be given one device either.
 - Assumed claims: the claim as PreBind's write returned it, shown instead of the store's until the store
   has a newer version (the watch caught up) or it is restored.
 - ``allocated_devices``: the devices of every allocation in the cluster (claims as shown, plus in-flight
-  ones), without admin-access results; memoised on the store's generation and this manager's version.
+  ones), without admin-access results. Kept as a count per device, updated incrementally as upstream's
+  ``allocatedDevices`` is from claim events: when the claims store's generation moved, its listing is
+  compared with the one seen last (stored values are immutable: a changed claim is a new object), so
+  additions, updates, deletions and a resync's drops alike reach the index; assuming, restoring and
+  in-flight allocations update it directly. The comparison runs in C: equal runs of the two listings are
+  skipped by tuple equality, halving down to the differing places (the store keeps its order, so an
+  update differs in one place and an addition only at the end); many differences (a deletion shifts the
+  rest) fall back to comparing the claims by identity. What is handed out is a snapshot (a copy of the
+  index's keys), taken again only when a device came or went.
 
 A manager is kept per ``ClusterListers`` (one per scheduler) in a weak map, so a scheduler that goes
 away takes its manager with it.
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import weakref
+from collections.abc import Sequence, Set
 from typing import Any
 
 from kopf_scheduler.framework.objects import RESOURCE_CLAIMS, ClusterListers, ResourceClaim
@@ -25,6 +34,10 @@ from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher
 from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID
 
 _MANAGERS: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()
+#: differing places past which two listings are compared by identity instead
+_MAX_PLACES = 64
+#: runs this short are compared element by element
+_RUN = 16
 
 
 def manager_for(objects: ClusterListers) -> DraManager:
@@ -39,13 +52,32 @@ def _version(claim: ResourceClaim) -> int:
     return int(text) if text.isdigit() else 0
 
 
+def _devices(claim: ResourceClaim | None) -> tuple[DeviceID, ...]:
+    """The devices an allocation takes (``foreachAllocatedDevice``: admin access takes none)."""
+    if claim is None or not claim.allocated:
+        return ()
+    return tuple((d.driver, d.pool, d.device) for d in claim.allocated if not d.admin_access)
+
+
 class DraManager:
     def __init__(self, objects: ClusterListers) -> None:
         self._claims = objects.of(RESOURCE_CLAIMS)
         self._assumed: dict[tuple[str, str], ResourceClaim] = {}
         self._in_flight: dict[str, ResourceClaim] = {}
         self.version = 0
-        self._allocated: tuple[tuple[int, int], frozenset[DeviceID]] | None = None
+        # -- the allocated-device index
+        #: the store's listing as last compared
+        self._seen: Sequence[ResourceClaim] = ()
+        #: the store generation ``_seen`` reflects
+        self._synced = -1
+        #: devices counted per claim key (the claim as shown) and per in-flight claim uid
+        self._shown_devices: dict[tuple[str, str], tuple[DeviceID, ...]] = {}
+        self._flight_devices: dict[str, tuple[DeviceID, ...]] = {}
+        #: how many of the above take each device (one, unless the cluster double-books)
+        self._counts: dict[DeviceID, int] = {}
+        #: grows whenever a device enters or leaves ``_counts``
+        self._revision = 0
+        self._allocated: tuple[int, Set[DeviceID]] | None = None
         #: selector results per device, shared by the profiles' allocators
         self.matcher = DeviceMatcher()
 
@@ -71,6 +103,7 @@ class DraManager:
         if api is None or _version(api) > _version(assumed):
             del self._assumed[key]
             self.version += 1
+            self._set(self._shown_devices, key, _devices(api))
             return api
         return assumed
 
@@ -80,12 +113,15 @@ class DraManager:
         current = self.get(claim.namespace, claim.name)
         if current is None or _version(claim) < _version(current):
             return
-        self._assumed[(claim.namespace, claim.name)] = claim
+        key = (claim.namespace, claim.name)
+        self._assumed[key] = claim
         self.version += 1
+        self._refresh(key)
 
     def restore(self, namespace: str, name: str) -> None:
         if self._assumed.pop((namespace, name), None) is not None:
             self.version += 1
+            self._refresh((namespace, name))
 
     # -- in-flight allocations ---------------------------------------------------------------------------
     def has_pending_allocation(self, uid: str) -> bool:
@@ -94,26 +130,88 @@ class DraManager:
     def signal_pending_allocation(self, uid: str, claim: ResourceClaim) -> None:
         self._in_flight[uid] = claim
         self.version += 1
+        self._set(self._flight_devices, uid, _devices(claim))
 
     def remove_pending_allocation(self, uid: str) -> bool:
         if self._in_flight.pop(uid, None) is None:
             return False
         self.version += 1
+        self._set(self._flight_devices, uid, ())
         return True
 
     def in_flight(self) -> builtins.list[ResourceClaim]:
         return list(self._in_flight.values())
 
-    def allocated_devices(self) -> frozenset[DeviceID]:
-        stamp = (self._claims.generation, self.version)
-        if self._allocated is not None and self._allocated[0] == stamp:
-            return self._allocated[1]
-        devices = {
-            (d.driver, d.pool, d.device)
-            for claim in [*self.list(), *self._in_flight.values()]
-            for d in claim.allocated
-            if not d.admin_access
-        }
-        stamp = (self._claims.generation, self.version)  # listing may have dropped outdated assumptions
-        self._allocated = (stamp, frozenset(devices))
+    # -- allocated devices -------------------------------------------------------------------------------
+    def allocated_devices(self) -> Set[DeviceID]:
+        """Every allocated device (claims as shown, in-flight allocations); a snapshot, never changed."""
+        self._sync()
+        if self._allocated is None or self._allocated[0] != self._revision:
+            self._allocated = (self._revision, self._counts.copy().keys())
         return self._allocated[1]
+
+    def _sync(self) -> None:
+        """Brings the index up to the claims store: every claim added, replaced or dropped since the
+        last call is shown again."""
+        generation = self._claims.generation
+        if generation == self._synced:
+            return
+        listed = self._claims.list()
+        seen = self._seen
+        common = min(len(seen), len(listed))
+        places: list[int] = []
+        if not _differences(seen, listed, 0, common, places):
+            moved = [seen[i] for i in places] + [listed[i] for i in places]
+            moved += seen[common:]
+            moved += listed[common:]
+        else:  # too many places differ: compare the claims by identity
+            now = {id(c): c for c in listed}
+            before = {id(c): c for c in seen}
+            moved = [before[i] for i in before.keys() - now.keys()] + [
+                now[i] for i in now.keys() - before.keys()
+            ]
+        self._seen = listed
+        self._synced = generation
+        for key in {(c.namespace, c.name) for c in moved}:
+            self._refresh(key)
+
+    def _refresh(self, key: tuple[str, str]) -> None:
+        """Counts the devices of the claim ``key`` as shown now (none when it is gone)."""
+        shown = self._resolve(key, self._claims.get(*key))
+        self._set(self._shown_devices, key, _devices(shown))
+
+    def _set(
+        self, owners: dict[Any, tuple[DeviceID, ...]], owner: Any, devices: tuple[DeviceID, ...]
+    ) -> None:
+        old = owners.get(owner, ())
+        if old == devices:
+            return
+        counts = self._counts
+        for device in old:
+            left = counts[device] - 1
+            if left:
+                counts[device] = left
+            else:
+                del counts[device]
+                self._revision += 1
+        for device in devices:
+            had = counts.get(device, 0)
+            counts[device] = had + 1
+            if not had:
+                self._revision += 1
+        if devices:
+            owners[owner] = devices
+        else:
+            del owners[owner]
+
+
+def _differences(a: Sequence[Any], b: Sequence[Any], lo: int, hi: int, out: builtins.list[int]) -> bool:
+    """Adds to ``out`` the places in ``lo:hi`` where ``a`` and ``b`` hold different objects (a superset:
+    places whose objects are equal but not the same may be included); True once there are too many."""
+    if a[lo:hi] == b[lo:hi]:  # in C; identical objects compare equal without calling __eq__
+        return False
+    if hi - lo <= _RUN:
+        out.extend(i for i in range(lo, hi) if a[i] is not b[i])
+        return len(out) > _MAX_PLACES
+    mid = (lo + hi) // 2
+    return _differences(a, b, lo, mid, out) or _differences(a, b, mid, hi, out)

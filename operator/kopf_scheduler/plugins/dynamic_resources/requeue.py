@@ -8,30 +8,49 @@ hints (``EventsToRegister`` in ``dynamicresources.go``, queueing hints on as the
 - the pod's own update that records a claim made from a template (``resourceClaimStatuses``), once all
   of its claims exist;
 - a DeviceClass or a ResourceSlice added or changed (no hint: new devices, new selectors).
+
+The claim hint also tells the queue up front which pods a claim event can concern (``pod_keys`` and
+``event_keys``, the queue's ``KeyedHint``): a claim that was not deallocated concerns only the pods that
+name it, so the queue looks those up instead of asking the hint about every waiting pod. Claims are told
+apart by uid, and a uid names one claim, so a pod whose claims include ``new`` names ``new``'s key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
 from kopf_scheduler.framework.interface import QueueingHint
 from kopf_scheduler.framework.objects import ResourceClaim
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.plugins.dynamic_resources.claims import ClaimError, ClaimLister, pod_claims
+from kopf_scheduler.plugins.dynamic_resources.claims import ClaimError, ClaimLister, claim_keys, pod_claims
 
 QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.SKIP
 _ADD_OR_UPDATE = Action.ADD | Action.UPDATE
 
 
-def claim_changed(claims: ClaimLister) -> Callable[[PodInfo, Any, Any], QueueingHint]:
-    def hint(pod: PodInfo, old: ResourceClaim | None, new: ResourceClaim) -> QueueingHint:
+def _deallocated(old: ResourceClaim | None, new: ResourceClaim) -> bool:
+    return old is not None and old.allocation is not None and new.allocation is None
+
+
+class ClaimChanged:
+    """``isSchedulableAfterClaimChange``, with the keys that let the queue skip pods it cannot help."""
+
+    __slots__ = ("claims",)
+
+    def __init__(self, claims: ClaimLister) -> None:
+        self.claims: Final = claims
+
+    def __call__(self, pod: PodInfo, old: ResourceClaim | None, new: ResourceClaim) -> QueueingHint:
+        deallocated = _deallocated(old, new)
+        if not deallocated and (new.namespace, new.name) not in claim_keys(pod):
+            return SKIP  # not a claim of the pod's (whether or not all of its claims exist)
         try:
-            uses = any(claim.uid == new.uid for claim in pod_claims(pod, claims))
+            uses = any(claim.uid == new.uid for claim in pod_claims(pod, self.claims))
         except ClaimError:
             return SKIP
-        if old is not None and old.allocation is not None and new.allocation is None:
+        if deallocated:
             return QUEUE  # deallocated: its devices may be what this pod needs
         if not uses:
             return SKIP
@@ -39,7 +58,17 @@ def claim_changed(claims: ClaimLister) -> Callable[[PodInfo, Any, Any], Queueing
             return QUEUE
         return SKIP if old.raw.get("status") == new.raw.get("status") else QUEUE
 
-    return hint
+    def pod_keys(self, pod: PodInfo) -> frozenset[Any]:
+        return claim_keys(pod)
+
+    def event_keys(self, old: ResourceClaim | None, new: ResourceClaim) -> frozenset[Any] | None:
+        if _deallocated(old, new):
+            return None  # any pod may want the devices
+        return frozenset(((new.namespace, new.name),))
+
+
+def claim_changed(claims: ClaimLister) -> ClaimChanged:
+    return ClaimChanged(claims)
 
 
 def pod_changed(claims: ClaimLister) -> Callable[[PodInfo, Any, Any], QueueingHint]:
