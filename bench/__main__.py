@@ -111,6 +111,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
                 for kind in order[shift:] + order[:shift]
                 # unless asked for by name, the raw binder skips workloads that binding alone leaves undone
                 if kind != schedulers.RAW_BINDER or args.scheduler or WORKLOADS[workload].raw_binder
+                # a workload only some schedulers can do at all (gangs: kopf-scheduler only)
+                if not WORKLOADS[workload].schedulers or kind in WORKLOADS[workload].schedulers
             ]
             slot += 1
     return runs

@@ -41,6 +41,8 @@ RETRIABLE = (0, 429, 500, 502, 503, 504)
 @dataclass
 class Measurement:
     pods: int
+    #: bound pods that complete the phase (fewer than ``pods`` where not all can fit, e.g. gangs)
+    target: int = 0
     created: int = 0
     create_errors: list[str] = field(default_factory=list)
     first_seen: dict[str, float] = field(default_factory=dict)
@@ -70,7 +72,8 @@ class Measurement:
 
 
 class PodLoad:
-    """Creates ``bodies`` in ``namespace`` and watches them until all are bound (or the deadline)."""
+    """Creates ``bodies`` in ``namespace`` and watches them until all are bound, or ``target`` of them
+    (or the deadline)."""
 
     def __init__(
         self,
@@ -81,6 +84,7 @@ class PodLoad:
         *,
         concurrency: int = 64,
         rate: float | None = None,
+        target: int | None = None,
     ) -> None:
         self.api = api
         self.namespace = namespace
@@ -88,7 +92,7 @@ class PodLoad:
         self.bodies = bodies
         self.concurrency = concurrency
         self.rate = rate
-        self.result = Measurement(pods=len(names))
+        self.result = Measurement(pods=len(names), target=len(names) if target is None else target)
         self._done = asyncio.Event()
         self._marker = f'"namespace":"{namespace}"'.encode()
         self._deleting: set[str] = set()
@@ -227,7 +231,7 @@ class PodLoad:
         result.first_seen.setdefault(name, seen)
         if name not in result.bound_at and (pod.get("spec") or {}).get("nodeName"):
             result.bound_at[name] = seen
-            if len(result.bound_at) >= result.pods:
+            if len(result.bound_at) >= result.target:
                 result.all_bound = seen
                 assert self._loop is not None
                 self._loop.call_soon_threadsafe(self._done.set)

@@ -281,19 +281,19 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         with_controller_manager=opts.controller_manager or bool(workload.controllers),
     )
     sched = schedulers.make(kind, cluster, workdir)
-    record["scheduler_name"] = sched.scheduler_name
+    # the pods' schedulerName: the scheduler's own, or a profile the workload applies
+    pod_scheduler = workload.scheduler_name or sched.scheduler_name
+    record["scheduler_name"] = pod_scheduler
     profiler: Profiler | None = None
     companion: Companion | None = None
     try:
         started = time.monotonic()
         up(cluster)
         api = cluster.client()
-        setup = asyncio.run(
-            populate(api, workload, shape.nodes, shape.init_pods, sched.scheduler_name, measured)
-        )
+        setup = asyncio.run(populate(api, workload, shape.nodes, shape.init_pods, pod_scheduler, measured))
         record["setup_seconds"] = round(time.monotonic() - started, 1)
         names = setup.measured_pods
-        bodies = [_encode(workload.measured_pod(n, MEASURED_NAMESPACE, sched.scheduler_name)) for n in names]
+        bodies = [_encode(workload.measured_pod(n, MEASURED_NAMESPACE, pod_scheduler)) for n in names]
         manager_pid = cluster.components[CONTROLLER_MANAGER].pid if cluster.with_controller_manager else 0
         if manager_pid:  # e.g. its TTL controller annotates every new node: done before the scheduler starts
             record["controller_manager_settle_seconds"] = round(wait_idle(manager_pid, lambda: True), 1)
@@ -335,8 +335,17 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
 
             return take
 
+        target = workload.expected_bound(shape.nodes, measured) if workload.expected_bound else None
+        if target is not None:
+            record["expected_bound"] = target
         load = PodLoad(
-            api, MEASURED_NAMESPACE, names, bodies, concurrency=opts.create_concurrency, rate=opts.rate
+            api,
+            MEASURED_NAMESPACE,
+            names,
+            bodies,
+            concurrency=opts.create_concurrency,
+            rate=opts.rate,
+            target=target,
         )
         result = asyncio.run(
             load.run(timeout=opts.timeout, alive=sched.alive, on_start=mark("start"), on_end=mark("end"))
@@ -371,7 +380,7 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         }
         record["scheduler_metrics"] = _own_metrics(own_metrics)
         if result.outcome != "complete":
-            record["error"] = f"{result.outcome}: {result.bound} of {measured} pods bound" + (
+            record["error"] = f"{result.outcome}: {result.bound} of {target or measured} pods bound" + (
                 f"; scheduler exit code {sched.exit_code()}; log tail:\n{sched.log_tail(15)}"
                 if result.outcome == "scheduler exited"
                 else f" after {opts.timeout:.0f} s"

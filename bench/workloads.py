@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import dra, volumes
+from bench import dra, gangs, volumes
 from bench.objects import Extras
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -72,6 +72,12 @@ class Workload:
     raw_binder: bool = True
     #: kopf-scheduler's throughput target against kube-scheduler's (None: only that it completes)
     target: float | None = 0.8
+    #: the schedulers that can do the workload at all (empty: every one); others are skipped even if named
+    schedulers: tuple[str, ...] = ()
+    #: the pods' ``schedulerName`` when not the scheduler's own (a profile the workload applies)
+    scheduler_name: str = ""
+    #: (nodes, measured pods) -> how many measured pods a run binds to be complete (None: all of them)
+    expected_bound: Callable[[int, int], int] | None = None
 
     def shape(self, size: str) -> Shape:
         return self.sizes[size]
@@ -173,6 +179,13 @@ def claim_ref_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
         "resourceClaims": [{"name": dra.POD_CLAIM, "resourceClaimName": dra.init_claim_name(name)}],
     }
     return _pod(name, namespace, scheduler, spec)
+
+
+def gang_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """A member of gang ``pod-<i> // 8``: ``pod-default`` with 1500m CPU (two fit a node) and the
+    PodGroup label (``bench.gangs``)."""
+    spec = {"containers": [_container(cpu=gangs.MEMBER_CPU)]}
+    return _pod(name, namespace, scheduler, spec, {gangs.GROUP_LABEL: gangs.gang_of(name)})
 
 
 def low_priority_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
@@ -286,6 +299,22 @@ WORKLOADS: dict[str, Workload] = {
             extras=dra.StructuredResources(devices_per_node=10),
             controllers=("resourceclaim-controller",),
             notes="10 devices per node (maxClaimsPerNode); initial and measured pods fill every device",
+        ),
+        Workload(
+            "SchedulingGangs",
+            {
+                "small": Shape(100, 100, 400, "none upstream (50 gangs of 8 on 100 nodes)"),
+                "full": Shape(1000, 1000, 4000, "none upstream (500 gangs of 8 on 1,000 nodes)"),
+            },
+            init_pod=default_pod,
+            measured_pod=gang_pod,
+            extras=gangs.GangScheduling(),
+            schedulers=("kopf-scheduler",),
+            scheduler_name=gangs.GANG_SCHEDULER,
+            expected_bound=gangs.expected_bound,
+            target=None,
+            notes="gangs of 8 (PodGroups); room for half of them; done when every gang that fits is "
+            "bound whole; kube-scheduler has no gang scheduling",
         ),
     )
 }

@@ -7,6 +7,11 @@ SchedulingProfile with the Coscheduling plugin, as a training operator's job wou
   all four are bound.
 - minResources the cluster cannot hold: refused at PreFilter with the resource gap, nothing bound.
 - A gang that times out at Permit releases its reservations, and another pod takes the room.
+- Two gangs competing for room for one: one is bound whole, the other waits with none bound; sampled
+  from the API server while it runs, no gang is ever half bound once settled, and never both at once.
+  Once the winner goes, the waiting gang is bound whole.
+- A member deleted while its siblings wait at Permit releases them: they return to the queue (held
+  there, the gang now short of members), nothing is bound, and another pod takes the room they held.
 - The PodGroup's status shows the phase and the member counts, as `kubectl get podgroups` does.
 """
 
@@ -14,10 +19,11 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.request
 from typing import Any
 
 import pytest
-from operator_harness import Operators, Scope, kubectl, wait_profile, wait_until
+from operator_harness import OperatorProcess, Operators, Scope, kubectl, wait_profile, wait_until
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps
 
@@ -241,4 +247,122 @@ def test_a_timed_out_gang_releases_its_reservations_for_another_pod(
     pod = scope.wait_bound("other", timeout=20)
     assert pod["spec"]["nodeName"] == node
     assert sorted(scope.bound()) == ["other"]
+    assert not operator.problems(), operator.problems()
+
+
+def _gated(operator: OperatorProcess) -> float:
+    """The operator's count of pending pods held back by a PreEnqueue plugin (its /metrics)."""
+    url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    found = re.search(r'^scheduler_pending_pods\{queue="gated"\} (\S+)$', text, re.MULTILINE)
+    return float(found.group(1)) if found else -1.0
+
+
+def _bound_by_gang(scope: Scope, gangs: dict[str, list[str]]) -> dict[str, int]:
+    bound = set(scope.bound())
+    return {gang: len(bound & set(members)) for gang, members in gangs.items()}
+
+
+def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_leave_the_other_waiting(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    # room for six pods: three of each gang would fit, which is what pod-by-pod scheduling would do
+    scope.nodes(2, cpu="3", memory="8Gi", pods="110")
+    operator = operators.start("op", lease_namespace=scope.namespace)
+    operator.wait_leading()
+    scheduler = _gang_profile(control_plane, scope)
+    gangs = {gang: [f"{gang}-{i}" for i in range(4)] for gang in ("blue", "green")}
+    for gang in gangs:
+        _pod_group(control_plane, scope, gang, 4)
+    for blue, green in zip(gangs["blue"], gangs["green"], strict=True):  # interleaved, as they arrive
+        _member(scope, blue, "blue", scheduler)
+        _member(scope, green, "green", scheduler)
+
+    samples: list[dict[str, int]] = []
+
+    def sample() -> dict[str, int] | None:
+        counts = _bound_by_gang(scope, gangs)
+        samples.append(counts)
+        assert not all(counts.values()), f"members of both gangs bound: {samples}"
+        return counts if 4 in counts.values() else None
+
+    settled = wait_until(sample, 30, "one gang bound whole", interval=0.05)
+    winner = next(gang for gang, n in settled.items() if n == 4)
+    loser = next(gang for gang in gangs if gang != winner)
+    # the loser was tried and rejected as a whole (a positive signal that it waits, not that it was slow)
+    rejected = re.compile(rf"PodGroup \S+/{loser} gets rejected due to Pod {loser}-\d is unschedulable")
+    wait_until(
+        lambda: sample() and [e for e in scope.events("FailedScheduling") if rejected.search(e["message"])],
+        20,
+        f"gang {loser} rejected",
+    )
+    for _ in range(20):  # settled: the winner whole, the loser with no member bound, sample after sample
+        sample()
+        time.sleep(0.1)
+    after = samples[samples.index(settled) :]
+    assert all(s == {winner: 4, loser: 0} for s in after), after
+    assert all(n in (0, 4) for s in after for n in s.values()), after
+    _wait_status(control_plane, scope, winner, phase="Scheduling", scheduled=4)
+    _wait_status(control_plane, scope, loser, phase="Scheduling", scheduled=0)
+
+    # the waiting gang was waiting: once the winner is gone it is bound, all four
+    for name in gangs[winner]:
+        control_plane.request(
+            "DELETE", f"/api/v1/namespaces/{scope.namespace}/pods/{name}", {"gracePeriodSeconds": 0},
+            expect=(200,),
+        )  # fmt: skip
+    for name in gangs[loser]:
+        scope.wait_bound(name, timeout=40)
+    assert sorted(scope.bound()) == sorted(gangs[loser])
+    assert not operator.problems(), operator.problems()
+
+
+def test_deleting_a_member_waiting_at_permit_releases_its_siblings_and_their_room(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    (node,) = scope.nodes(1, cpu="3", memory="8Gi", pods="110")
+    operator = operators.start("op", lease_namespace=scope.namespace, ports=True)
+    operator.wait_leading()
+    # 100 %: the member that fits nowhere does not reject the gang; a long timeout: it does not expire here
+    scheduler = _gang_profile(control_plane, scope, podGroupRejectPercentage=100)
+    _pod_group(control_plane, scope, "train", 4, scheduleTimeoutSeconds=300)
+    members = [f"worker-{i}" for i in range(4)]
+    for name in members[:3]:
+        _member(scope, name, "train", scheduler)
+    _member(scope, members[3], "train", scheduler, selector={**scope.label, READY: "never"})
+    scope.wait_event("FailedScheduling", members[3])
+
+    # the three that fit wait at Permit holding the node: a pod needing all of it cannot go there
+    scope.create_pod("other", requests={"cpu": "3", "memory": "100Mi"})
+    event = scope.wait_event("FailedScheduling", "other")
+    assert "Insufficient cpu" in event["message"], dumps(event)
+    assert scope.bound() == []
+
+    control_plane.request(
+        "DELETE", f"/api/v1/namespaces/{scope.namespace}/pods/{members[0]}", {"gracePeriodSeconds": 0},
+        expect=(200,),
+    )  # fmt: skip
+    # its waiting siblings are rejected and go back to the queue ...
+    released = wait_until(
+        lambda: (
+            {
+                e["involvedObject"]["name"]
+                for e in scope.events("FailedScheduling")
+                if e["message"] == "rejection in Unreserve"
+            }
+            >= set(members[1:3])
+            or None
+        ),
+        20,
+        "the waiting siblings released",
+    )
+    assert released
+    # ... and the room they held is free: the other pod is bound there, and no member is
+    pod = scope.wait_bound("other", timeout=20)
+    assert pod["spec"]["nodeName"] == node
+    assert sorted(scope.bound()) == ["other"]
+    # back in the queue, held there before any attempt: three members left of minMember 4
+    wait_until(lambda: _gated(operator) == 2, 20, "the two released members gated in the queue")
+    assert sorted(scope.unbound()) == sorted(members[1:])
     assert not operator.problems(), operator.problems()
