@@ -339,6 +339,8 @@ def test_deleting_a_member_waiting_at_permit_releases_its_siblings_and_their_roo
     assert "Insufficient cpu" in event["message"], dumps(event)
     assert scope.bound() == []
 
+    # pods of other tests on the shared API server may be gated too: count from here
+    gated_before = _gated(operator)
     control_plane.request(
         "DELETE", f"/api/v1/namespaces/{scope.namespace}/pods/{members[0]}", {"gracePeriodSeconds": 0},
         expect=(200,),
@@ -363,6 +365,8 @@ def test_deleting_a_member_waiting_at_permit_releases_its_siblings_and_their_roo
     assert pod["spec"]["nodeName"] == node
     assert sorted(scope.bound()) == ["other"]
     # back in the queue, held there before any attempt: three members left of minMember 4
-    wait_until(lambda: _gated(operator) == 2, 20, "the two released members gated in the queue")
+    wait_until(
+        lambda: _gated(operator) >= gated_before + 2, 20, "the two released members gated in the queue"
+    )
     assert sorted(scope.unbound()) == sorted(members[1:])
     assert not operator.problems(), operator.problems()
