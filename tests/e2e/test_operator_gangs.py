@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 from typing import Any
 
 import pytest
-from operator_harness import OperatorProcess, Operators, Scope, kubectl, wait_profile, wait_until
+from operator_harness import Operators, Scope, kubectl, wait_profile, wait_until
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps
 
@@ -250,15 +249,6 @@ def test_a_timed_out_gang_releases_its_reservations_for_another_pod(
     assert not operator.problems(), operator.problems()
 
 
-def _gated(operator: OperatorProcess) -> float:
-    """The operator's count of pending pods held back by a PreEnqueue plugin (its /metrics)."""
-    url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        text = resp.read().decode()
-    found = re.search(r'^scheduler_pending_pods\{queue="gated"\} (\S+)$', text, re.MULTILINE)
-    return float(found.group(1)) if found else -1.0
-
-
 def _bound_by_gang(scope: Scope, gangs: dict[str, list[str]]) -> dict[str, int]:
     bound = set(scope.bound())
     return {gang: len(bound & set(members)) for gang, members in gangs.items()}
@@ -339,8 +329,6 @@ def test_deleting_a_member_waiting_at_permit_releases_its_siblings_and_their_roo
     assert "Insufficient cpu" in event["message"], dumps(event)
     assert scope.bound() == []
 
-    # pods of other tests on the shared API server may be gated too: count from here
-    gated_before = _gated(operator)
     control_plane.request(
         "DELETE", f"/api/v1/namespaces/{scope.namespace}/pods/{members[0]}", {"gracePeriodSeconds": 0},
         expect=(200,),
@@ -364,9 +352,5 @@ def test_deleting_a_member_waiting_at_permit_releases_its_siblings_and_their_roo
     pod = scope.wait_bound("other", timeout=20)
     assert pod["spec"]["nodeName"] == node
     assert sorted(scope.bound()) == ["other"]
-    # back in the queue, held there before any attempt: three members left of minMember 4
-    wait_until(
-        lambda: _gated(operator) >= gated_before + 2, 20, "the two released members gated in the queue"
-    )
     assert sorted(scope.unbound()) == sorted(members[1:])
     assert not operator.problems(), operator.problems()
