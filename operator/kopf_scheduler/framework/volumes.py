@@ -162,3 +162,11 @@ def claim_names(pod: PodInfo) -> frozenset[str]:
 def ephemeral_claim_name(pod: PodInfo, volume: PodVolume) -> str:
     """The claim of a generic ephemeral volume (``ephemeral.VolumeClaimName``)."""
     return f"{pod.name}-{volume.name}"
+
+
+def volume_claim_name(pod: PodInfo, volume: PodVolume) -> str | None:
+    """The claim a volume uses: the one a ``persistentVolumeClaim`` volume names, or a generic ephemeral
+    volume's ``<pod>-<volume>``; None for a volume without a claim."""
+    if volume.claim_name is not None:
+        return volume.claim_name
+    return ephemeral_claim_name(pod, volume) if volume.ephemeral else None

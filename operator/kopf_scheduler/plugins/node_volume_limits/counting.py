@@ -35,7 +35,7 @@ from kopf_scheduler.framework.objects import (
 )
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status, error, unresolvable
-from kopf_scheduler.framework.volumes import PORTWORX, VolumeParseError, ephemeral_claim_name, pod_volumes
+from kopf_scheduler.framework.volumes import PORTWORX, VolumeParseError, pod_volumes, volume_claim_name
 from kopf_scheduler.plugins._volumes import PVC_RESOURCE, claim_class, not_found
 from kopf_scheduler.plugins.node_volume_limits.translation import (
     CSI_DRIVERS,
@@ -164,11 +164,8 @@ class VolumeCounter:
         """``filterAttachableVolumes``: adds ``<driver>/<handle> -> driver`` for the pod's volumes."""
         claims = self.objects.of(PERSISTENT_VOLUME_CLAIMS)
         for volume in pod_volumes(pod):
-            if volume.claim_name is not None:
-                claim_name = volume.claim_name
-            elif volume.ephemeral:
-                claim_name = ephemeral_claim_name(pod, volume)
-            else:
+            claim_name = volume_claim_name(pod, volume)
+            if claim_name is None:
                 disk = volume.disk
                 if disk is not None and migratable(disk) and migration_on(csi_node, disk.plugin):
                     try:

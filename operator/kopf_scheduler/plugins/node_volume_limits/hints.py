@@ -9,7 +9,7 @@ from typing import Any
 from kopf_scheduler.framework.interface import QueueingHint
 from kopf_scheduler.framework.objects import CSINode, PersistentVolumeClaim, VolumeAttachment
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.volumes import ephemeral_claim_name, pod_volumes
+from kopf_scheduler.framework.volumes import pod_volumes, volume_claim_name
 from kopf_scheduler.plugins.node_volume_limits.translation import TranslationError, migratable, translate
 
 
@@ -42,16 +42,8 @@ def claim_added(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
         return QueueingHint.QUEUE
     if new.namespace != pod.namespace:
         return QueueingHint.SKIP
-    for volume in pod_volumes(pod):
-        if volume.claim_name is not None:
-            claim_name = volume.claim_name
-        elif volume.ephemeral:
-            claim_name = ephemeral_claim_name(pod, volume)
-        else:
-            continue
-        if claim_name == new.name:
-            return QueueingHint.QUEUE
-    return QueueingHint.SKIP
+    named = (volume_claim_name(pod, volume) for volume in pod_volumes(pod))
+    return QueueingHint.QUEUE if new.name in named else QueueingHint.SKIP
 
 
 def attachment_deleted(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
