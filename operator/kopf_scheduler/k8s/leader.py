@@ -307,27 +307,41 @@ class LeaderElector:
         return await self._update(record, sent_at)
 
     async def _release(self) -> None:
-        """Hand the lease back (empty holder, 1 s duration): a standby takes it at its next try."""
-        if not self._holds_lease():
+        """Hand the lease back (empty holder, 1 s duration): a standby takes it at its next try.
+
+        A renewal cancelled while its PUT was in flight may have landed without our seeing the new
+        resourceVersion; the release then conflicts (409), so the lease is read again and, while we
+        still hold it, the release is retried with the fresh version.
+        """
+        try:
+            async with asyncio.timeout(self.config.renew_deadline):  # see _renew_loop
+                for _ in range(3):
+                    if not self._holds_lease():
+                        return
+                    response = await self.rest.request(
+                        "PUT", self.lease_path, self._lease_body(self._released_spec(), self._observed)
+                    )
+                    if response.status == 200:
+                        self._observe(response.json())
+                        logger.info("leader election: %s released lease %s", self.identity, self.lease_path)
+                        return
+                    if response.status != 409:
+                        break
+                    current = await self.rest.request("GET", self.lease_path)
+                    if current.status != 200:
+                        break
+                    self._observe(current.json())
+        except TimeoutError:
+            logger.warning("leader election: releasing %s timed out", self.lease_path)
             return
+        logger.warning("leader election: releasing %s: %s", self.lease_path, response.message())
+
+    def _released_spec(self) -> dict[str, Any]:
         stamp = micro_time(self.wall())
-        spec = {
+        return {
             "holderIdentity": "",
             "leaseDurationSeconds": 1,
             "acquireTime": stamp,
             "renewTime": stamp,
             "leaseTransitions": self._spec().get("leaseTransitions") or 0,
         }
-        try:
-            async with asyncio.timeout(self.config.renew_deadline):  # see _renew_loop
-                response = await self.rest.request(
-                    "PUT", self.lease_path, self._lease_body(spec, self._observed)
-                )
-        except TimeoutError:
-            logger.warning("leader election: releasing %s timed out", self.lease_path)
-            return
-        if response.status == 200:
-            self._observe(response.json())
-            logger.info("leader election: %s released lease %s", self.identity, self.lease_path)
-        else:
-            logger.warning("leader election: releasing %s: %s", self.lease_path, response.message())
