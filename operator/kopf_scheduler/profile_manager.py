@@ -3,7 +3,8 @@
 Rules:
 - A valid profile is built and serves its ``schedulerName`` from the next cycle on; its status gets
   ``Accepted=True`` and ``Ready=True`` with ``observedGeneration`` and the effective plugins.
-- An invalid profile (schema, unknown plugin, bad plugin args) gets ``Accepted=False`` (reason
+- An invalid profile (schema, unknown plugin, bad plugin args, beyond the operator's bounds: a reserved
+  scheduler name, a TLS file outside the TLS directory, ...) gets ``Accepted=False`` (reason
   ``InvalidSpec``) and ``Stalled=True`` with a message naming the field; if an earlier generation of the
   same object was accepted, that last good version keeps serving.
 - Two profiles claiming one ``schedulerName``: the older (creation time, then name) serves; the newer
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from kopf_scheduler.api.bounds import ProfileBounds
 from kopf_scheduler.api.errors import ProfileError
 from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.framework.runtime.framework import Framework
@@ -58,10 +60,18 @@ def _condition(kind: str, ok: bool, reason: str, message: str, generation: int |
 
 
 class ProfileManager:
-    def __init__(self, scheduler: Scheduler, write_status: StatusWriter, default_name: str | None) -> None:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        write_status: StatusWriter,
+        default_name: str | None,
+        bounds: ProfileBounds | None = None,
+    ) -> None:
         self.scheduler = scheduler
         self.write_status = write_status
         self.default_name = default_name
+        #: what profiles may claim and reach (``api/bounds.py``); the operator's defaults when None
+        self.bounds = bounds if bounds is not None else ProfileBounds()
         self._objects: dict[str, Mapping[str, Any]] = {}
         #: object name -> the version that serves (possibly an older generation than the object's)
         self._served: dict[str, _Served] = {}
@@ -125,7 +135,7 @@ class ProfileManager:
             scheduler_name = served.scheduler_name
         else:
             try:
-                spec = parse_profile(obj)
+                spec = parse_profile(obj, self.bounds)
                 framework = self.scheduler.build_profile(spec)
                 scheduler_name = spec.scheduler_name
             except ProfileError as e:

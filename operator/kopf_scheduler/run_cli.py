@@ -11,6 +11,8 @@ import importlib
 import os
 from typing import Any
 
+from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR
+
 
 def add_parser(sub: Any, name: str) -> None:
     parser = sub.add_parser(name, help="run the scheduler against a cluster (KUBECONFIG or in-cluster)")
@@ -25,6 +27,35 @@ def add_parser(sub: Any, name: str) -> None:
     parser.add_argument("--lease-namespace", default="kube-system")
     parser.add_argument("--lease-name", default="kopf-scheduler")
     parser.add_argument("--bind-concurrency", type=int, default=64)
+    bounds = parser.add_argument_group("bounds on SchedulingProfiles")
+    bounds.add_argument(
+        "--allow-scheduler-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="let profiles claim this reserved schedulerName (default-scheduler, or one given with "
+        "--deny-scheduler-name); repeatable",
+    )
+    bounds.add_argument(
+        "--deny-scheduler-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="reserve this schedulerName besides default-scheduler (another scheduler's); repeatable",
+    )
+    bounds.add_argument(
+        "--extender-tls-dir",
+        default=DEFAULT_EXTENDER_TLS_DIR,
+        metavar="DIR",
+        help=f"the one directory extender caFile, certFile and keyFile are read from "
+        f"({DEFAULT_EXTENDER_TLS_DIR})",
+    )
+    bounds.add_argument(
+        "--allow-extender-link-local",
+        action="store_true",
+        help="let extender URLs point at link-local and cloud metadata addresses (169.254.0.0/16, "
+        "fe80::/10, metadata.google.internal, ...)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(func=run)
 
@@ -38,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
             "KOPF_SCHEDULER_LEASE_NAMESPACE": args.lease_namespace,
             "KOPF_SCHEDULER_LEASE_NAME": args.lease_name,
             "KOPF_SCHEDULER_BIND_CONCURRENCY": str(args.bind_concurrency),
+            "KOPF_SCHEDULER_ALLOW_SCHEDULER_NAMES": ",".join(args.allow_scheduler_name),
+            "KOPF_SCHEDULER_DENY_SCHEDULER_NAMES": ",".join(args.deny_scheduler_name),
+            "KOPF_SCHEDULER_EXTENDER_TLS_DIR": args.extender_tls_dir,
+            "KOPF_SCHEDULER_ALLOW_EXTENDER_LINK_LOCAL": "true" if args.allow_extender_link_local else "false",
         }
     )
     runner = importlib.import_module("kopf_scheduler.handlers.runner")

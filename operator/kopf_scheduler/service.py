@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR, RESERVED_SCHEDULER_NAMES, ProfileBounds
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
@@ -38,6 +39,21 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(ENV_PREFIX + name, default)
 
 
+def _names(name: str) -> frozenset[str]:
+    """A comma-separated list of names in a variable."""
+    return frozenset(n.strip() for n in _env(name, "").split(",") if n.strip())
+
+
+def bounds_from_env() -> ProfileBounds:
+    """The bounds on SchedulingProfiles (``api/bounds.py``) from ``KOPF_SCHEDULER_*`` variables."""
+    return ProfileBounds(
+        reserved_scheduler_names=RESERVED_SCHEDULER_NAMES | _names("DENY_SCHEDULER_NAMES"),
+        allowed_scheduler_names=_names("ALLOW_SCHEDULER_NAMES"),
+        extender_tls_dir=_env("EXTENDER_TLS_DIR", "") or DEFAULT_EXTENDER_TLS_DIR,
+        allow_link_local_extenders=_env("ALLOW_EXTENDER_LINK_LOCAL", "false").lower() in ("1", "true", "yes"),
+    )
+
+
 @dataclass
 class ServiceConfig:
     kubeconfig: str | None = None
@@ -53,6 +69,8 @@ class ServiceConfig:
     metrics_port: int = 0
     bind_concurrency: int = 64
     percentage_of_nodes_to_score: int = 0
+    #: what SchedulingProfiles may claim and reach
+    profile_bounds: ProfileBounds = field(default_factory=ProfileBounds)
 
     @classmethod
     def from_env(cls) -> ServiceConfig:
@@ -70,6 +88,7 @@ class ServiceConfig:
             metrics_port=int(_env("METRICS_PORT", "0")),
             bind_concurrency=int(_env("BIND_CONCURRENCY", "64")),
             percentage_of_nodes_to_score=int(_env("PERCENTAGE_OF_NODES_TO_SCORE", "0")),
+            profile_bounds=bounds_from_env(),
         )
 
 
@@ -84,7 +103,7 @@ class SchedulerService:
         self.metrics = SchedulerMetrics()
         self.metrics.attach(self.scheduler)
         self.profiles = ProfileManager(
-            self.scheduler, self._write_profile_status, config.default_scheduler_name
+            self.scheduler, self._write_profile_status, config.default_scheduler_name, config.profile_bounds
         )
         self.synced = asyncio.Event()
         self.leading = asyncio.Event()

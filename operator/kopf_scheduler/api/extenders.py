@@ -4,25 +4,44 @@
 Validation is upstream's ``validateExtenders`` (``pkg/scheduler/apis/config/validation``): a weight > 0
 for every extender with a prioritize verb, at most one extender with a bind verb, managed resources that
 are extended resource names and appear once across the profile's extenders. Beyond upstream, the
-``urlPrefix`` must be an http(s) URL, ``httpTimeout`` a Go duration and the ``*Data`` fields base64, so a
-profile that cannot work is refused when it is applied rather than failing every pod later. kube-scheduler
-configures extenders once for all profiles; here each SchedulingProfile has its own.
+``urlPrefix`` must be an http(s) URL with a host, ``httpTimeout`` a Go duration and the ``*Data`` fields
+base64, so a profile that cannot work is refused when it is applied rather than failing every pod later.
+kube-scheduler configures extenders once for all profiles; here each SchedulingProfile has its own.
+
+Bounds beyond upstream (``api/bounds.py``): every call has a time limit (a negative ``httpTimeout``, which
+upstream reads as none, is refused, and so is one above ``MAX_HTTP_TIMEOUT``: a profile's scheduling
+cycle waits on its extenders); a URL at a link-local or metadata address is refused unless the operator
+allows it; TLS files must lie in the operator's TLS directory.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
+from kopf_scheduler.api.bounds import (
+    ALLOW_LINK_LOCAL_FLAG,
+    EXTENDER_TLS_DIR_FLAG,
+    OFFLINE,
+    ProfileBounds,
+    confined_path,
+    is_link_local_or_metadata,
+    is_metadata_hostname,
+)
 from kopf_scheduler.api.duration import DurationError, parse_duration
 from kopf_scheduler.api.errors import ProfileError, join_path
 
 #: ``DefaultExtenderTimeout`` (``pkg/scheduler/extender.go``): an unset or zero ``httpTimeout``
 DEFAULT_HTTP_TIMEOUT = 5.0
+#: the longest ``httpTimeout`` a profile may set (upstream has no limit; every pod of the profile waits on
+#: the call, and with it the scheduling loop)
+MAX_HTTP_TIMEOUT = 300.0
 
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -39,10 +58,19 @@ class TLSConfig:
     cert_data: bytes = b""
     key_data: bytes = b""
     ca_data: bytes = b""
+    #: the directory the ``*_file`` paths are taken from and must stay in (the operator's TLS directory,
+    #: checked again with symlinks resolved when a file is read); None: paths as written, anywhere
+    file_dir: str | None = None
 
     @property
     def has_ca(self) -> bool:
         return bool(self.ca_file or self.ca_data)
+
+    def path_of(self, written: str) -> str:
+        """Where the file a ``*File`` field names is read from (a relative path from ``file_dir``)."""
+        if self.file_dir is None:
+            return written
+        return os.path.normpath(os.path.join(self.file_dir, written))
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +89,13 @@ class ExtenderSpec:
     weight: int = 0
     enable_https: bool = False
     tls: TLSConfig | None = None
-    #: seconds; ``None`` means no limit (a negative ``httpTimeout``, as Go's ``http.Client`` reads it)
-    http_timeout: float | None = DEFAULT_HTTP_TIMEOUT
+    #: seconds, at most ``MAX_HTTP_TIMEOUT``; every call has a time limit
+    http_timeout: float = DEFAULT_HTTP_TIMEOUT
     node_cache_capable: bool = False
     managed_resources: tuple[ManagedResource, ...] = ()
     ignorable: bool = False
+    #: the URL may point at (or its host resolve to) a link-local or metadata address
+    allow_link_local: bool = False
     #: the field path of this entry, for errors found when the extender is built
     path: str = field(default="", compare=False)
 
@@ -79,31 +109,67 @@ def _base64(raw: Any, path: str) -> bytes:
         raise ProfileError(path, "must be base64-encoded PEM data") from None
 
 
-def _tls(raw: Mapping[str, Any] | None, path: str) -> TLSConfig | None:
+def _tls_file(raw: Mapping[str, Any], key: str, path: str, directory: str | None) -> str:
+    written = str(raw.get(key) or "")
+    if written and directory is not None and confined_path(directory, written) is None:
+        raise ProfileError(
+            join_path(path, key),
+            f"must name a file in {directory} (the operator's {EXTENDER_TLS_DIR_FLAG}), not {written!r}",
+        )
+    return written
+
+
+def _tls(raw: Mapping[str, Any] | None, path: str, directory: str | None) -> TLSConfig | None:
     if raw is None:
         return None
     return TLSConfig(
         insecure=bool(raw.get("insecure")),
         server_name=str(raw.get("serverName") or ""),
-        cert_file=str(raw.get("certFile") or ""),
-        key_file=str(raw.get("keyFile") or ""),
-        ca_file=str(raw.get("caFile") or ""),
+        cert_file=_tls_file(raw, "certFile", path, directory),
+        key_file=_tls_file(raw, "keyFile", path, directory),
+        ca_file=_tls_file(raw, "caFile", path, directory),
         cert_data=_base64(raw.get("certData"), join_path(path, "certData")),
         key_data=_base64(raw.get("keyData"), join_path(path, "keyData")),
         ca_data=_base64(raw.get("caData"), join_path(path, "caData")),
+        file_dir=directory,
     )
 
 
-def _timeout(raw: Any, path: str) -> float | None:
+def _timeout(raw: Any, path: str) -> float:
     if raw is None or raw == "":
         return DEFAULT_HTTP_TIMEOUT
     try:
         seconds = parse_duration(str(raw))
     except DurationError as e:
         raise ProfileError(path, str(e)) from None
-    if seconds == 0:
-        return DEFAULT_HTTP_TIMEOUT
-    return seconds if seconds > 0 else None
+    if seconds < 0:
+        raise ProfileError(path, f"must not be negative (every extender call has a time limit), not {raw!r}")
+    if seconds > MAX_HTTP_TIMEOUT:
+        raise ProfileError(path, f"must be at most {MAX_HTTP_TIMEOUT:g}s, not {raw!r}")
+    return seconds or DEFAULT_HTTP_TIMEOUT
+
+
+def _url(url: str, path: str, bounds: ProfileBounds) -> None:
+    """Refuses a URL that is not http(s) with a host, or (unless allowed) names a link-local or metadata
+    address; a host name resolving to one is refused when the extender is called."""
+    if not url.startswith(("http://", "https://")):
+        raise ProfileError(path, f"must be an http:// or https:// URL, not {url!r}")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        _ = parts.port  # raises ValueError for a port out of range
+    except ValueError as e:
+        raise ProfileError(path, f"{url!r} is not a valid URL: {e}") from None
+    if not host:
+        raise ProfileError(path, f"{url!r} names no host")
+    if not bounds.allow_link_local_extenders and (
+        is_link_local_or_metadata(host) or is_metadata_hostname(host)
+    ):
+        raise ProfileError(
+            path,
+            f"{host} is a link-local or cloud metadata address: extenders there need the operator flag "
+            f"{ALLOW_LINK_LOCAL_FLAG}",
+        )
 
 
 def extended_resource_name_errors(name: str) -> list[str]:
@@ -128,20 +194,17 @@ def extended_resource_name_errors(name: str) -> list[str]:
 
 
 def parse_extenders(
-    raw: Sequence[Mapping[str, Any]] | None, base: str = "spec.extenders"
+    raw: Sequence[Mapping[str, Any]] | None, base: str = "spec.extenders", bounds: ProfileBounds = OFFLINE
 ) -> list[ExtenderSpec]:
-    """The schema-valid ``spec.extenders`` list as ``ExtenderSpec``s, in their order; raises
-    ``ProfileError`` naming the first bad field."""
+    """The schema-valid ``spec.extenders`` list as ``ExtenderSpec``s, in their order, within ``bounds``;
+    raises ``ProfileError`` naming the first bad field."""
     extenders: list[ExtenderSpec] = []
     binders: list[int] = []
     managed: set[str] = set()
     for i, entry in enumerate(raw or ()):
         path = join_path(base, i)
         url = str(entry.get("urlPrefix") or "")
-        if not url.startswith(("http://", "https://")):
-            raise ProfileError(
-                join_path(path, "urlPrefix"), f"must be an http:// or https:// URL, not {url!r}"
-            )
+        _url(url, join_path(path, "urlPrefix"), bounds)
         prioritize_verb = str(entry.get("prioritizeVerb") or "")
         weight = int(entry.get("weight") or 0)
         if prioritize_verb and weight <= 0:
@@ -172,11 +235,12 @@ def parse_extenders(
                 bind_verb=str(entry.get("bindVerb") or ""),
                 weight=weight,
                 enable_https=bool(entry.get("enableHTTPS")),
-                tls=_tls(entry.get("tlsConfig"), join_path(path, "tlsConfig")),
+                tls=_tls(entry.get("tlsConfig"), join_path(path, "tlsConfig"), bounds.extender_tls_dir),
                 http_timeout=_timeout(entry.get("httpTimeout"), join_path(path, "httpTimeout")),
                 node_cache_capable=bool(entry.get("nodeCacheCapable")),
                 managed_resources=tuple(resources),
                 ignorable=bool(entry.get("ignorable")),
+                allow_link_local=bounds.allow_link_local_extenders,
                 path=path,
             )
         )

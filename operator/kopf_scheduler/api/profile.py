@@ -4,7 +4,9 @@ A profile's ``spec`` mirrors one profile of a ``KubeSchedulerConfiguration`` (pl
 kube-scheduler configures once for all its profiles). ``parse_profile`` validates
 it against ``schema.SPEC_SCHEMA`` and returns a ``ProfileSpec``; ``merge_plugins`` lays it over the
 default plugin set exactly as upstream's ``mergePluginSet`` does. Plugin existence, plugin arguments and
-framework invariants are checked when the runtime builds the profile, with the same field paths.
+framework invariants are checked when the runtime builds the profile, with the same field paths. The
+operator's bounds (reserved scheduler names, the extender TLS directory, metadata addresses) are checked
+here too (``api/bounds.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import jsonschema
 
+from kopf_scheduler.api.bounds import OFFLINE, ProfileBounds
 from kopf_scheduler.api.errors import ProfileError, join_path
 from kopf_scheduler.api.extenders import ExtenderSpec, parse_extenders
 from kopf_scheduler.api.schema import GROUP, KIND, PLUGIN_SET_FIELDS, SPEC_SCHEMA
@@ -83,8 +86,9 @@ def schema_errors(spec: Any, base: str = "spec") -> list[ProfileError]:
     return [ProfileError(join_path(base, *e.absolute_path), _describe(e)) for e in errors]
 
 
-def parse_profile(obj: Mapping[str, Any]) -> ProfileSpec:
-    """A SchedulingProfile object (or a bare spec) as a validated ``ProfileSpec``.
+def parse_profile(obj: Mapping[str, Any], bounds: ProfileBounds = OFFLINE) -> ProfileSpec:
+    """A SchedulingProfile object (or a bare spec) as a validated ``ProfileSpec``, within ``bounds`` (the
+    operator passes its own; the default suits tools working on the user's own files).
 
     Raises ``ProfileError`` naming the first bad field.
     """
@@ -105,6 +109,9 @@ def parse_profile(obj: Mapping[str, Any]) -> ProfileSpec:
     errors = schema_errors(spec)
     if errors:
         raise errors[0]
+    reserved = bounds.scheduler_name_error(spec["schedulerName"])
+    if reserved is not None:
+        raise ProfileError("spec.schedulerName", reserved)
     plugins: dict[str, PluginSet] = {}
     for point in PLUGIN_SET_FIELDS:
         raw = (spec.get("plugins") or {}).get(point)
@@ -127,7 +134,7 @@ def parse_profile(obj: Mapping[str, Any]) -> ProfileSpec:
         if entry["name"] in config:
             raise ProfileError(join_path(path, "name"), f"duplicate entry for plugin {entry['name']!r}")
         config[entry["name"]] = (dict(entry.get("args") or {}), join_path(path, "args"))
-    extenders = parse_extenders(spec.get("extenders"))
+    extenders = parse_extenders(spec.get("extenders"), bounds=bounds)
     return ProfileSpec(
         scheduler_name=spec["schedulerName"],
         percentage_of_nodes_to_score=spec.get("percentageOfNodesToScore"),

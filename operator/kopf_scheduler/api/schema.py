@@ -65,6 +65,11 @@ _PLUGIN_SET = {
 _STRING = {"type": "string"}
 _BOOLEAN = {"type": "boolean"}
 _PEM_DATA = {"type": "string", "format": "byte", "description": "PEM data, base64-encoded."}
+_TLS_FILE = {
+    "type": "string",
+    "description": "A PEM file in the operator's extender TLS directory (--extender-tls-dir, default "
+    "/etc/kopf-scheduler/extender-tls); a relative path is taken from there.",
+}
 
 #: kube-scheduler's ``Extender`` (``kubescheduler.config.k8s.io/v1``); see ``api/extenders.py``.
 _EXTENDER = {
@@ -76,7 +81,9 @@ _EXTENDER = {
         "urlPrefix": {
             "type": "string",
             "minLength": 1,
-            "description": "The extender's base URL; each verb is appended to it.",
+            "description": "The extender's base URL; each verb is appended to it. Redirects are not "
+            "followed; link-local and cloud metadata addresses are refused unless the operator allows "
+            "them (--allow-extender-link-local).",
         },
         "filterVerb": _STRING,
         "preemptVerb": _STRING,
@@ -94,9 +101,9 @@ _EXTENDER = {
             "properties": {
                 "insecure": _BOOLEAN,
                 "serverName": _STRING,
-                "certFile": _STRING,
-                "keyFile": _STRING,
-                "caFile": _STRING,
+                "certFile": _TLS_FILE,
+                "keyFile": _TLS_FILE,
+                "caFile": _TLS_FILE,
                 "certData": _PEM_DATA,
                 "keyData": _PEM_DATA,
                 "caData": _PEM_DATA,
@@ -104,7 +111,8 @@ _EXTENDER = {
         },
         "httpTimeout": {
             "type": "string",
-            "description": 'Timeout of one call, a Go duration ("5s", "1m30s"); default 5s.',
+            "description": 'Timeout of one call, a Go duration ("5s", "1m30s"); default 5s, at most 5m, '
+            "never negative.",
         },
         "nodeCacheCapable": _BOOLEAN,
         "managedResources": {

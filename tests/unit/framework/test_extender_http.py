@@ -332,7 +332,7 @@ async def test_bind_error_in_answer(transport: ExtenderTransport) -> None:
 # -- preempt --------------------------------------------------------------------------------------------
 async def test_process_preemption_maps_uids_back_to_pods(transport: ExtenderTransport) -> None:
     snapshot = Snapshot("n1", "n2")
-    victim = PodInfo(make_pod().name("v").namespace("ns").uid("v1").node("n1").obj())
+    victim = PodInfo(make_pod().name("v").namespace("ns").uid("v1").node("n1").priority(-1).obj())
     snapshot.node_infos[0].add_pod(victim)
     answer = {"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "v1"}], "NumPDBViolations": 1}}}
     with FakeExtender(

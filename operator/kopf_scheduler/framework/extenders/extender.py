@@ -146,7 +146,14 @@ class HTTPExtender:
         snapshot: SnapshotLister,
     ) -> dict[str, tuple[list[PodInfo], int] | None]:
         """The candidates the extender keeps, node -> (victims, PDB violations); it answers with victim
-        UIDs, which must be pods on that node in the snapshot. A node mapped to null stays None."""
+        UIDs, which must be pods on that node in the snapshot (as upstream checks). A node mapped to null
+        stays None.
+
+        Beyond upstream, which takes any pod of the node: the answer may only narrow what it was sent. A
+        node must be one of the candidates, each victim one of that candidate's victims and of lower
+        priority than ``pod``; else the answer is an ``ExtenderError`` (an extender cannot make
+        preemption delete a pod the scheduler would not). Upstream's checks come first, so where upstream
+        fails too the words are its own."""
         if not self.supports_preemption:
             raise ExtenderError(
                 f"preempt verb is not defined for extender {self.name} but run into ProcessPreemption"
@@ -165,18 +172,41 @@ class HTTPExtender:
             node = snapshot.get(node_name)
             if node is None:
                 raise ExtenderError(f'nodeinfo not found for node name "{node_name}"')
+            sent = victims.get(node_name)
+            not_a_candidate = ExtenderError(
+                f"extender: {self.name} claims to preempt on node: {node_name}, which is not a "
+                "preemption candidate"
+            )
             if meta is None:
+                if sent is None:
+                    raise not_a_candidate
                 kept[node_name] = None
                 continue
             by_uid = {p.uid: p for p in node.pods.values()}
+            candidates = {p.uid for p in sent[0]} if sent is not None else set()
             pods = []
             for uid in meta.uids:
                 found = by_uid.get(uid)
-                if found is None:
+                if found is None:  # upstream's check first, with its words
                     raise ExtenderError(
                         f"extender: {self.name} claims to preempt pod (UID: &{{{uid}}}) on node: "
                         f"{node_name}, but the pod is not found on that node"
                     )
+                if sent is None:
+                    raise not_a_candidate
+                if uid not in candidates:
+                    raise ExtenderError(
+                        f"extender: {self.name} claims to preempt pod {found.key} (UID: {uid}) on node: "
+                        f"{node_name}, but it is not one of that node's preemption victims"
+                    )
+                if found.priority >= pod.priority:
+                    raise ExtenderError(
+                        f"extender: {self.name} claims to preempt pod {found.key} (UID: {uid}) on node: "
+                        f"{node_name}, but its priority {found.priority} is not lower than the "
+                        f"preemptor's {pod.priority}"
+                    )
                 pods.append(found)
+            if sent is None:
+                raise not_a_candidate
             kept[node_name] = (pods, meta.num_pdb_violations)
         return kept
