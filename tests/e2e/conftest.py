@@ -69,11 +69,13 @@ def controller_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clust
 
 @pytest.fixture
 def operators(
-    control_plane: ClusterHarness, request: pytest.FixtureRequest, tmp_path: Path
+    control_plane: ClusterHarness, scope: Scope, request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Operators]:
     """Starts ``kopf-scheduler run`` subprocesses against the session's cluster; stops every one at the end
     (SIGTERM; one still running after the grace period is aborted and makes the test an error). Their
-    logs are attached to the report of a failed test."""
+    logs are attached to the report of a failed test. They are stopped before the test's ``scope`` is
+    cleaned up (it is set up first), so that no operator recreates its Lease or acts on what is being
+    deleted."""
     started = Operators(control_plane.kubeconfig, tmp_path)
     request.node.stash[OPERATORS_KEY] = started
     try:
@@ -86,7 +88,8 @@ def operators(
 
 @pytest.fixture
 def scope(control_plane: ClusterHarness) -> Iterator[Scope]:
-    """This test's namespace, node label and unique names; deletes its pods, nodes and profiles after."""
+    """This test's namespace, node label and unique names; deletes its pods, budgets, leases, nodes,
+    profiles and whatever else it registered after (``Scope.cleanup``), also when the test failed."""
     made = Scope(control_plane)
     try:
         yield made

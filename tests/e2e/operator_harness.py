@@ -1,22 +1,29 @@
 """The operator as users run it, for the e2e tier: ``python -m kopf_scheduler run ...`` in a subprocess
 with ``KUBECONFIG`` pointing at the session's control plane; plus blocking helpers that read back what
-``kubectl`` would show (pods, conditions, events, profile status, leases).
+``kubectl`` would show (pods, conditions, events, profile status, leases), and ``fresh_cluster``, a
+control plane of a test's own with kube-controller-manager and exactly the nodes it is given.
 
 Guards:
 - every operator runs in its own session (process group) and is tied to the test process
   (PR_SET_PDEATHSIG), its output goes to a log file; ``Operators.stop_all`` stops each one with SIGTERM
   (after a grace period SIGABRT for a stack dump, then SIGKILL) and reaps it, so no process outlives
   its test;
+- an operator with metrics and liveness ports is handed back only once it listens on both (read from
+  /proc: the sockets are its own); ports are picked free by the kernel, and one taken by another process
+  in the meantime (the operator logs ``[Errno 98]``) makes the harness start it again on new ports;
 - the lease timings are short (lease 4 s, renew deadline 3 s, retry 0.5 s) so takeovers take seconds;
 - a test's objects carry its own run id: namespace, node names, a node label that its pods select, and
   profile and scheduler names. The API server is shared by the whole session, so nothing here assumes
-  it holds only one test's objects; ``Scope.cleanup`` deletes what the test created.
+  it holds only one test's objects; ``Scope.cleanup`` deletes what the test created, each kind even when
+  deleting another failed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import functools
 import json
 import os
 import re
@@ -26,15 +33,17 @@ import sys
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pytest
 
-from kopf_scheduler.devcluster import create_nodes, find_bin_dir
-from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
+from kopf_scheduler.devcluster import DevCluster, create_nodes, find_bin_dir
+from kopf_scheduler.devcluster.cluster import default_crds_dir
+from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps, pod_manifest
+from kopf_scheduler.devcluster.nodes import ZONE_LABEL, node_body
 from kopf_scheduler.devcluster.processes import free_port
 
 T = TypeVar("T")
@@ -48,6 +57,13 @@ MAX_ACQUIRE_WAIT = RETRY_PERIOD * 2.2
 PROFILES = "/apis/kopf-scheduler.io/v1alpha1/schedulingprofiles"
 LABEL_KEY = "e2e.kopf-scheduler.dev/run"
 PROBLEM = re.compile(r"\[(ERROR|CRITICAL)\s*\]|Traceback \(most recent call last\)")
+#: what the operator logs when its metrics or liveness port was taken after ``free_port`` picked it
+ADDRESS_IN_USE = "[Errno 98]"
+#: how often an operator is started again on new ports after losing one of them to another process
+PORT_ATTEMPTS = 5
+PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+PDBS = "/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets"
 
 
 def wait_until(
@@ -128,6 +144,46 @@ class OperatorProcess:
     def wait_leading(self, timeout: float = 20.0) -> None:
         self.wait_for_log(f"leading as {self.identity}:", timeout)
 
+    def listening_ports(self) -> set[int]:
+        """The TCP ports this process listens on: its own sockets (``/proc/<pid>/fd``) matched with the
+        kernel's table of listening sockets, so a port some other process serves never counts."""
+        inodes = set()
+        with contextlib.suppress(FileNotFoundError):
+            for fd in Path(f"/proc/{self.popen.pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        inodes.add(target[len("socket:[") : -1])
+        ports = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with contextlib.suppress(FileNotFoundError), open(table) as f:
+                for line in list(f)[1:]:
+                    fields = line.split()
+                    if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                        ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+        return ports
+
+    def wait_serving(self, timeout: float = 60.0) -> bool:
+        """Until it listens on its metrics and liveness ports (True), or says one was taken (False); fails
+        early, with the log, if it exits for another reason."""
+        wanted = {self.metrics_port, self.liveness_port} - {0}
+        deadline = time.monotonic() + timeout
+        while not wanted <= self.listening_ports():
+            if ADDRESS_IN_USE in self.log():
+                return False
+            if not self.alive:
+                raise AssertionError(
+                    f"operator {self.name} exited with {self.popen.returncode} before serving ports "
+                    f"{sorted(wanted)}:\n{self.tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"operator {self.name} did not listen on ports {sorted(wanted)} in {timeout} s:\n"
+                    f"{self.tail()}"
+                )
+            time.sleep(0.05)
+        return True
+
     def kill(self) -> None:
         """SIGKILL, as a crash or an OOM kill would."""
         with contextlib.suppress(ProcessLookupError):
@@ -180,10 +236,44 @@ class Operators:
     ) -> OperatorProcess:
         """Start ``kopf-scheduler run`` with leader election in ``lease_namespace``. ``identity`` (default:
         ``name``) is the lease holder identity and the events' reporting instance (``POD_NAME``, as the
-        downward API would set it). ``ports``: serve metrics and liveness on free ports (else 0: off).
-        ``kubeconfig``: another identity than the session's admin."""
-        identity = identity or name
-        metrics_port, liveness_port = (free_port(), free_port()) if ports else (0, 0)
+        downward API would set it). ``ports``: serve metrics and liveness on free ports (else 0: off); it
+        is then returned once it listens on both. ``kubeconfig``: another identity than the session's
+        admin."""
+        spawn = functools.partial(
+            self._spawn,
+            name,
+            identity or name,
+            lease_namespace=lease_namespace,
+            leader_elect=leader_elect,
+            kubeconfig=kubeconfig,
+            env=env,
+            args=list(args),
+        )
+        if not ports:
+            return spawn(0, 0)
+        for attempt in range(PORT_ATTEMPTS):
+            # free a moment ago, but another process may bind either port before the operator does
+            process = spawn(free_port(), free_port())
+            if process.wait_serving():
+                return process
+            process.terminate()
+            self.started.remove(process)
+            process.log_file.rename(process.log_file.with_suffix(f".port-taken-{attempt}.log"))
+        raise AssertionError(f"operator {name}: a port was taken {PORT_ATTEMPTS} times in a row")
+
+    def _spawn(
+        self,
+        name: str,
+        identity: str,
+        metrics_port: int,
+        liveness_port: int,
+        *,
+        lease_namespace: str,
+        leader_elect: bool,
+        kubeconfig: Path | None,
+        env: Mapping[str, str] | None,
+        args: list[str],
+    ) -> OperatorProcess:
         argv = [
             sys.executable, "-m", "kopf_scheduler", "run",
             "--metrics-port", str(metrics_port),
@@ -251,10 +341,26 @@ class Scope:
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     namespace: str = ""
     profiles: list[str] = field(default_factory=list)
+    #: more namespaces of this test (``create_namespace``): their pods and budgets are deleted too
+    namespaces: list[str] = field(default_factory=list)
+    #: other objects to delete, by API path (``delete_later``)
+    paths: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.namespace:
             self.namespace = self.cp.create_namespace(f"op-{self.run}")
+
+    def create_namespace(self, what: str) -> str:
+        """Another namespace of this test (``<what>-<random>``), cleaned up as its own."""
+        name = self.cp.create_namespace(what)
+        self.namespaces.append(name)
+        return name
+
+    def delete_later(self, path: str) -> str:
+        """Delete the object at ``path`` at cleanup (registered before it is created, so that a failing
+        create or assertion cannot leave it behind); returns the path."""
+        self.paths.append(path)
+        return path
 
     @property
     def label(self) -> dict[str, str]:
@@ -374,14 +480,107 @@ class Scope:
         return dict(self.cp.post(PROFILES, body))
 
     def cleanup(self) -> None:
-        """Delete this test's pods, nodes and profiles (the namespace stays: without a namespace
-        controller a deleted namespace would stay Terminating anyway)."""
-        self.cp.request(
-            "DELETE", f"/api/v1/namespaces/{self.namespace}/pods", {"gracePeriodSeconds": 0}, expect=(200,)
+        """Delete this test's pods, budgets, PodGroups and leases, its nodes, profiles and the objects
+        registered with ``delete_later``; every step is tried even when one before failed (the first
+        failure is raised at the end). The namespaces stay: without a namespace controller a deleted
+        namespace would stay Terminating anyway."""
+        cp = self.cp
+        steps: list[Callable[[], object]] = []
+        for ns in (self.namespace, *self.namespaces):
+            steps += [
+                functools.partial(
+                    cp.request, "DELETE", f"/api/v1/namespaces/{ns}/pods", {"gracePeriodSeconds": 0}
+                ),
+                functools.partial(cp.request, "DELETE", PDBS.format(namespace=ns), expect=(200,)),
+                # 404: a cluster without the PodGroup CRD
+                functools.partial(cp.request, "DELETE", PODGROUPS.format(namespace=ns), expect=(200, 404)),
+            ]
+        steps.append(functools.partial(cp.request, "DELETE", LEASES.format(namespace=self.namespace)))
+        steps.append(
+            functools.partial(cp.request, "DELETE", f"/api/v1/nodes?labelSelector={LABEL_KEY}%3D{self.run}")
         )
-        self.cp.request("DELETE", f"/api/v1/nodes?labelSelector={LABEL_KEY}%3D{self.run}", expect=(200,))
-        for name in self.profiles:
-            self.cp.delete(f"{PROFILES}/{name}")
+        steps += [functools.partial(cp.delete, f"{PROFILES}/{name}") for name in self.profiles]
+        steps += [functools.partial(cp.delete, path) for path in reversed(self.paths)]
+        failures: list[Exception] = []
+        for step in steps:
+            try:
+                _retry_busy(step)
+            except Exception as e:  # the others still run
+                failures.append(e)
+        if failures:
+            raise failures[0]
+
+
+def _retry_busy(step: Callable[[], object], timeout: float = 30.0) -> None:
+    """Run ``step``, again while the API server answers 429 (a custom resource's storage is still
+    initializing just after the control plane came up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            step()
+            return
+        except ApiError as e:
+            if "HTTP 429" not in str(e) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+# -- a control plane of a test's own --------------------------------------------------------------------
+
+
+def sized_nodes(
+    sizes: Mapping[str, tuple[str | None, str, str]],
+) -> list[dict[str, Any]]:
+    """Fake Ready nodes, one per ``name: (zone, cpu, memory)`` (110 pods each, capacity = allocatable), in
+    that order. A name ends in its position (``b-medium-1`` is the second), as ``dev-cluster nodes``
+    names them; a zone of None leaves the default one (``zone-<position mod 3>``)."""
+    bodies = []
+    for index, (name, (zone, cpu, memory)) in enumerate(sizes.items()):
+        prefix, _, number = name.rpartition("-")
+        assert number == str(index), f"node {name!r} is number {index}: its name must end in -{index}"
+        resources = {"cpu": cpu, "memory": memory, "pods": "110"}
+        template: dict[str, Any] = {"status": {"capacity": resources, "allocatable": resources}}
+        if zone is not None:
+            template["metadata"] = {"labels": {ZONE_LABEL: zone}}
+        bodies.append(node_body(index, prefix=f"{prefix}-", template=template))
+    return bodies
+
+
+@contextlib.contextmanager
+def fresh_cluster(
+    state_dir: Path,
+    nodes: Iterable[dict[str, Any]],
+    namespaces: Iterable[str] = (),
+    objects: Iterable[tuple[str, dict[str, Any]]] = (),
+) -> Iterator[ClusterHarness]:
+    """A control plane of the caller's own: etcd, kube-apiserver (the CRDs applied) and
+    kube-controller-manager, holding exactly ``nodes``, the ``namespaces`` and the ``objects``
+    (``(collection path, body)``, created in order). Comparisons of two schedulers run each on such a
+    cluster, identical and fresh, one after the other; everything is stopped on exit, also when the
+    session ends without it."""
+    cluster = DevCluster(
+        state_dir, crds_dir=default_crds_dir(), die_with_parent=True, with_controller_manager=True
+    )
+    atexit.register(cluster.down)
+    try:
+        try:
+            cluster.up()
+        except Exception as e:  # ClusterError carries the failing component's log tail
+            pytest.fail(f"control plane did not come up: {e}", pytrace=False)
+        cp = ClusterHarness.of(cluster)
+        for node in nodes:
+            cp.post("/api/v1/nodes", node)
+        for namespace in namespaces:
+            cp.post(
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            )
+        for path, body in objects:
+            cp.post(path, body)
+        yield cp
+    finally:
+        cluster.down()
+        atexit.unregister(cluster.down)
 
 
 async def post_all(cp: ClusterHarness, path: str, bodies: list[dict[str, Any]], concurrency: int) -> float:

@@ -46,30 +46,37 @@ def test_deployment_replicaset_pods_and_garbage_collection(controller_plane: Clu
     assert running.get(CONTROLLER_MANAGER) is True, running
     ns = cp.create_namespace("kcm")
     apps = f"/apis/apps/v1/namespaces/{ns}"
-    created = cp.post(f"{apps}/deployments", deployment("web", ns))
 
     def replica_sets() -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = cp.get(f"{apps}/replicasets")["items"]
         return items
 
-    def owned_replica_set() -> dict[str, Any] | None:
-        owned = [rs for rs in replica_sets() if controlled_by(rs, created)]
-        return owned[0] if len(owned) == 1 else None
+    def pods() -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = cp.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+        return items
 
-    rs = wait_until(owned_replica_set, 60, "the Deployment's ReplicaSet")
-    assert rs["spec"]["replicas"] == REPLICAS
-
-    def owned_pods() -> list[dict[str, Any]] | None:
-        pods = cp.get(f"/api/v1/namespaces/{ns}/pods")["items"]
-        owned = [p for p in pods if controlled_by(p, rs)]
-        return owned if len(owned) == REPLICAS else None
-
-    pods = wait_until(owned_pods, 60, f"{REPLICAS} pods controlled by the ReplicaSet")
-    for pod in pods:
-        assert pod["spec"]["schedulerName"] == NOBODY, dumps(pod)
-        assert not pod["spec"].get("nodeName"), dumps(pod)
-        assert pod["status"].get("phase") == "Pending", dumps(pod)
-
-    cp.delete(f"{apps}/deployments/web")  # apps/v1 default: background propagation, done by the GC
+    created = cp.post(f"{apps}/deployments", deployment("web", ns))
+    try:
+        rs = wait_until(
+            lambda: (
+                (found := [r for r in replica_sets() if controlled_by(r, created)])
+                and len(found) == 1
+                and found[0]
+            ),
+            60,
+            "the Deployment's ReplicaSet",
+        )
+        assert rs["spec"]["replicas"] == REPLICAS
+        owned = wait_until(
+            lambda: len(mine := [p for p in pods() if controlled_by(p, rs)]) == REPLICAS and mine,
+            60,
+            f"{REPLICAS} pods controlled by the ReplicaSet",
+        )
+        for pod in owned:
+            assert pod["spec"]["schedulerName"] == NOBODY, dumps(pod)
+            assert not pod["spec"].get("nodeName"), dumps(pod)
+            assert pod["status"].get("phase") == "Pending", dumps(pod)
+    finally:  # also after a failed assertion: the ReplicaSet and its pods go with it
+        cp.delete(f"{apps}/deployments/web")  # apps/v1 default: background propagation, done by the GC
     wait_until(lambda: not replica_sets(), 60, "the ReplicaSet garbage-collected")
-    wait_until(lambda: not cp.get(f"/api/v1/namespaces/{ns}/pods")["items"], 60, "its pods garbage-collected")
+    wait_until(lambda: not pods(), 60, "its pods garbage-collected")

@@ -1,15 +1,17 @@
 """Binding against the real API server: the bind lands (spec.nodeName, PodScheduled=True set by the API
-server), repeats and deleted or re-created pods give the quiet 409/404, and bind throughput."""
+server), repeats and deleted or re-created pods give the quiet 409/404, and a thousand binds with 64 in
+flight all land where they were sent. How fast they land is the benchmark's business (``bench/``), not a
+test's. Every test's pods and nodes are its ``scope``'s, deleted after it."""
 
 from __future__ import annotations
 
 import asyncio
-import time
+from collections import Counter
 from typing import Any
 
 import pytest
+from operator_harness import Scope
 
-from kopf_scheduler.devcluster import create_nodes
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -26,9 +28,9 @@ def conditions(pod: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in pod.get("status", {}).get("conditions") or ()}
 
 
-async def test_bind_assigns_the_node(control_plane: ClusterHarness) -> None:
-    ns = control_plane.create_namespace("k8s-bind")
-    node = (await create_nodes(control_plane.api, 1, prefix=f"{ns}-")).names[0]
+async def test_bind_assigns_the_node(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns = scope.namespace
+    [node] = await asyncio.to_thread(scope.nodes, 1)  # scope.nodes runs its own event loop
     pod = create_pod(control_plane, ns, "web")
     async with KubeClient.from_environment(control_plane.kubeconfig) as client:
         await client.bind(pod, node)
@@ -39,8 +41,8 @@ async def test_bind_assigns_the_node(control_plane: ClusterHarness) -> None:
     assert scheduled["status"] == "True", dumps(bound["status"])
 
 
-async def test_binding_twice_is_a_quiet_conflict(control_plane: ClusterHarness) -> None:
-    ns = control_plane.create_namespace("k8s-bind")
+async def test_binding_twice_is_a_quiet_conflict(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns = scope.namespace
     pod = create_pod(control_plane, ns, "web")
     async with KubeClient.from_environment(control_plane.kubeconfig) as client:
         await client.bind(pod, "node-a")
@@ -51,8 +53,8 @@ async def test_binding_twice_is_a_quiet_conflict(control_plane: ClusterHarness) 
     assert control_plane.get(f"/api/v1/namespaces/{ns}/pods/web")["spec"]["nodeName"] == "node-a"
 
 
-async def test_binding_a_deleted_pod_is_gone(control_plane: ClusterHarness) -> None:
-    ns = control_plane.create_namespace("k8s-bind")
+async def test_binding_a_deleted_pod_is_gone(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns = scope.namespace
     pod = create_pod(control_plane, ns, "web")
     control_plane.delete(f"/api/v1/namespaces/{ns}/pods/web")
     async with KubeClient.from_environment(control_plane.kubeconfig) as client:
@@ -61,8 +63,10 @@ async def test_binding_a_deleted_pod_is_gone(control_plane: ClusterHarness) -> N
     assert info.value.status == 404 and info.value.is_gone_or_conflict
 
 
-async def test_binding_a_recreated_pod_by_its_old_uid_is_refused(control_plane: ClusterHarness) -> None:
-    ns = control_plane.create_namespace("k8s-bind")
+async def test_binding_a_recreated_pod_by_its_old_uid_is_refused(
+    control_plane: ClusterHarness, scope: Scope
+) -> None:
+    ns = scope.namespace
     old = create_pod(control_plane, ns, "web")
     control_plane.delete(f"/api/v1/namespaces/{ns}/pods/web")
     create_pod(control_plane, ns, "web")
@@ -74,14 +78,14 @@ async def test_binding_a_recreated_pod_by_its_old_uid_is_refused(control_plane: 
     assert "nodeName" not in control_plane.get(f"/api/v1/namespaces/{ns}/pods/web")["spec"]
 
 
-async def test_bind_throughput(control_plane: ClusterHarness, capsys: pytest.CaptureFixture[str]) -> None:
-    """1,000 pods bound with 64 in flight; prints pods/s (the API server and etcd share this machine)."""
-    ns = control_plane.create_namespace("k8s-bench")
+async def test_a_thousand_concurrent_binds_all_land(control_plane: ClusterHarness, scope: Scope) -> None:
+    """1,000 pods bound with 64 in flight: each bind succeeds once and lands on the node it named."""
+    ns = scope.namespace
     count, concurrency = 1000, 64
-    nodes = (await create_nodes(control_plane.api, 10, prefix=f"{ns}-")).names
+    nodes = await asyncio.to_thread(scope.nodes, 10)
     pods: list[PodInfo] = []
-    async with control_plane.api.session(concurrency=64) as session:
-        semaphore = asyncio.Semaphore(64)
+    async with control_plane.api.session(concurrency=concurrency) as session:
+        semaphore = asyncio.Semaphore(concurrency)
 
         async def make(i: int) -> None:
             async with (
@@ -92,19 +96,11 @@ async def test_bind_throughput(control_plane: ClusterHarness, capsys: pytest.Cap
                 pods.append(PodInfo(await resp.json()))
 
         await asyncio.gather(*(make(i) for i in range(count)))
+    sent = {p.name: nodes[i % len(nodes)] for i, p in enumerate(pods)}
     async with KubeClient.from_environment(control_plane.kubeconfig, bind_concurrency=concurrency) as client:
-        await client.bind(pods[0], nodes[0])  # warm the connection pool's first connection
-        started = time.perf_counter()
-        await asyncio.gather(*(client.bind(p, nodes[i % len(nodes)]) for i, p in enumerate(pods[1:])))
-        elapsed = time.perf_counter() - started
-        latency = client.stats.bind_latency
-    rate = (count - 1) / elapsed
-    with capsys.disabled():
-        print(
-            f"\nbind throughput: {count - 1} binds, concurrency {concurrency}: {elapsed:.2f} s, "
-            f"{rate:.0f} pods/s; latency mean {latency.mean * 1000:.1f} ms, max {latency.max * 1000:.1f} ms"
-        )
-    assert client.stats.binds["ok"] == count
-    listed = control_plane.get(f"/api/v1/namespaces/{ns}/pods?fieldSelector=spec.nodeName%3D{nodes[3]}")
-    assert len(listed["items"]) == count // len(nodes)
-    assert rate > 50, f"{rate:.0f} pods/s"
+        await asyncio.gather(*(client.bind(p, sent[p.name]) for p in pods))
+        assert client.stats.binds == {"ok": count}, client.stats.binds
+    listed = control_plane.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+    landed = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in listed}
+    assert landed == sent, [name for name in sent if landed.get(name) != sent[name]][:10]
+    assert Counter(landed.values()) == dict.fromkeys(nodes, count // len(nodes))

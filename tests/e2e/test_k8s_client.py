@@ -1,12 +1,16 @@
 """The operator's helpers against the real API server: get, paginated list and the SchedulingProfile
-status subresource; and a client connected from the kubeconfig the control plane writes."""
+status subresource; and a client connected from the kubeconfig the control plane writes. Each test's
+objects are its ``scope``'s, deleted after it."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
+from operator_harness import Scope
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 from kopf_scheduler.framework.client import APIError
@@ -18,8 +22,16 @@ pytestmark = pytest.mark.e2e
 PROFILES = "kopf-scheduler.io/v1alpha1/schedulingprofiles"
 
 
-async def test_get_and_paginated_list(control_plane: ClusterHarness) -> None:
-    ns = control_plane.create_namespace("k8s-client")
+async def until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Until ``check()`` holds, yielding to the event loop (where the client's workers run)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        await asyncio.sleep(0.02)
+
+
+async def test_get_and_paginated_list(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns = scope.namespace
     for i in range(5):
         control_plane.post(f"/api/v1/namespaces/{ns}/pods", pod_manifest(f"p{i}", ns))
     async with KubeClient.from_environment(control_plane.kubeconfig) as client:
@@ -36,8 +48,9 @@ async def test_get_and_paginated_list(control_plane: ClusterHarness) -> None:
         assert "schedulingprofiles.kopf-scheduler.io" in {c["metadata"]["name"] for c in crds}
 
 
-async def test_patch_status_of_a_scheduling_profile(control_plane: ClusterHarness) -> None:
-    name = control_plane.create_namespace("profile")  # a unique name
+async def test_patch_status_of_a_scheduling_profile(control_plane: ClusterHarness, scope: Scope) -> None:
+    name = scope.name("profile")
+    scope.profiles.append(name)
     body = {
         "apiVersion": "kopf-scheduler.io/v1alpha1",
         "kind": "SchedulingProfile",
@@ -76,15 +89,25 @@ async def test_patch_status_of_a_scheduling_profile(control_plane: ClusterHarnes
         assert missing.value.status == 404
 
 
-async def test_reporting_from_another_thread_is_handed_to_the_loop(control_plane: ClusterHarness) -> None:
-    ns = control_plane.create_namespace("k8s-client")
+async def test_reporting_from_another_thread_is_handed_to_the_loop(
+    control_plane: ClusterHarness, scope: Scope
+) -> None:
+    ns = scope.namespace
     pod = PodInfo(control_plane.post(f"/api/v1/namespaces/{ns}/pods", pod_manifest("web", ns)))
     client = KubeClient.from_environment(control_plane.kubeconfig)
-    await client.get("v1/namespaces", ns)  # first use inside the loop
-    thread = threading.Thread(target=client.record_failure, args=(pod, "Unschedulable", "nope", None))
-    thread.start()
-    thread.join()
-    await asyncio.sleep(0.3)
-    # sent by workers in the loop, not only at close
-    assert client.stats.events_sent["create"] == 1 and client.stats.status_patches_sent == 1
-    assert await client.close()
+    try:
+        await client.get("v1/namespaces", ns)  # first use inside the loop
+        thread = threading.Thread(target=client.record_failure, args=(pod, "Unschedulable", "nope", None))
+        thread.start()
+        thread.join()
+        # sent by workers in the loop, not only at close
+        stats = client.stats
+        await until(
+            lambda: stats.events_sent["create"] == 1 and stats.status_patches_sent == 1,
+            10,
+            "the event and the condition sent",
+        )
+    finally:
+        closed = await client.close()
+    assert closed
+    assert control_plane.get(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")["items"], "no event"

@@ -1,13 +1,21 @@
 """Events and the PodScheduled condition as kube-scheduler writes them, read back from the API server:
 exact texts, one Event with a series for repeated failures, no repeated condition patches, and the
-nominated node name set and cleared."""
+nominated node name set and cleared.
+
+The client sends from background workers: a test that counts what was sent first waits, with a deadline,
+until the API server shows the write its count depends on (the Event created, the series started), so
+the counts follow from the protocol and not from how fast the workers happened to be. Each test's pods
+are its ``scope``'s, deleted after it."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from operator_harness import Scope
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -22,8 +30,8 @@ MESSAGE = (
 )
 
 
-def setup(cp: ClusterHarness, name: str = "web") -> tuple[str, PodInfo]:
-    ns = cp.create_namespace("k8s-events")
+def setup(cp: ClusterHarness, scope: Scope, name: str = "web") -> tuple[str, PodInfo]:
+    ns = scope.namespace
     return ns, PodInfo(cp.post(f"/api/v1/namespaces/{ns}/pods", pod_manifest(name, ns)))
 
 
@@ -41,8 +49,27 @@ def pod_scheduled(cp: ClusterHarness, ns: str, name: str = "web") -> tuple[dict[
     return conditions.get("PodScheduled", {}), pod["status"]
 
 
-async def test_failed_scheduling_event_and_condition(control_plane: ClusterHarness) -> None:
-    ns, pod = setup(control_plane)
+async def until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
+    """Until ``check()`` (a blocking read of the API server, run off the event loop where the client's
+    workers send) returns something truthy; returns it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await asyncio.to_thread(check)
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}; last seen: {value!r}"
+        await asyncio.sleep(0.02)
+
+
+def series_count(cp: ClusterHarness, ns: str) -> int:
+    """The count of the namespace's one Event: 1 before it is a series, 0 before it exists."""
+    items = events(cp, ns)
+    assert len(items) <= 1, dumps(items)
+    return int((items[0].get("series") or {}).get("count") or 1) if items else 0
+
+
+async def test_failed_scheduling_event_and_condition(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns, pod = setup(control_plane, scope)
     c = client(control_plane)
     c.record_failure(pod, "Unschedulable", MESSAGE, None)
     assert await c.close()
@@ -67,12 +94,18 @@ async def test_failed_scheduling_event_and_condition(control_plane: ClusterHarne
     assert condition["lastTransitionTime"]
 
 
-async def test_twenty_identical_failures_make_one_event_with_a_series(control_plane: ClusterHarness) -> None:
-    ns, pod = setup(control_plane)
-    c = client(control_plane)
-    for _ in range(20):
+async def test_twenty_identical_failures_make_one_event_with_a_series(
+    control_plane: ClusterHarness, scope: Scope
+) -> None:
+    ns, pod = setup(control_plane, scope)
+    c = client(control_plane, series_flush_interval=3600.0)  # no periodic flush during the test
+    # a create, the series start (written at once), then counts kept in memory
+    c.record_failure(pod, "Unschedulable", MESSAGE, None)
+    await until(lambda: series_count(control_plane, ns) == 1, "the Event created")
+    c.record_failure(pod, "Unschedulable", MESSAGE, None)
+    await until(lambda: series_count(control_plane, ns) == 2, "the series started")
+    for _ in range(18):
         c.record_failure(pod, "Unschedulable", MESSAGE, None)
-        await asyncio.sleep(0.02)  # spread out: a create, the series start, then counts in memory
     assert await c.close()  # writes the final count
     [event] = events(control_plane, ns)
     assert event["series"]["count"] == 20, dumps(event)
@@ -85,26 +118,31 @@ async def test_twenty_identical_failures_make_one_event_with_a_series(control_pl
     assert core["series"]["count"] == 20
 
 
-async def test_series_count_is_written_while_it_runs(control_plane: ClusterHarness) -> None:
-    ns, pod = setup(control_plane)
+async def test_series_count_is_written_while_it_runs(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns, pod = setup(control_plane, scope)
     c = client(control_plane, series_flush_interval=0.3)
     try:
-        for _ in range(5):
+        c.record_failure(pod, "Unschedulable", MESSAGE, None)
+        await until(lambda: series_count(control_plane, ns) == 1, "the Event created")
+        c.record_failure(pod, "Unschedulable", MESSAGE, None)
+        await until(lambda: series_count(control_plane, ns) == 2, "the series started")
+        for _ in range(3):
             c.record_failure(pod, "Unschedulable", MESSAGE, None)
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.6)
-        [event] = events(control_plane, ns)
-        assert event["series"]["count"] == 5, dumps(event)
+        # once the series runs, only the periodic flush writes its count, while the client runs on
+        await until(lambda: series_count(control_plane, ns) == 5, "the series count of 5 written")
     finally:
-        await c.close()
+        closed = await c.close()
+    assert closed
+    assert c.stats.events_sent == {"create": 1, "patch": 2}, c.stats.events_sent  # nothing left for close
 
 
-async def test_new_message_new_event_and_updated_condition(control_plane: ClusterHarness) -> None:
-    ns, pod = setup(control_plane)
+async def test_new_message_new_event_and_updated_condition(
+    control_plane: ClusterHarness, scope: Scope
+) -> None:
+    ns, pod = setup(control_plane, scope)
     c = client(control_plane)
     c.record_failure(pod, "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.", None)
-    await asyncio.sleep(0.2)
-    first, _ = pod_scheduled(control_plane, ns)
+    first = await until(lambda: pod_scheduled(control_plane, ns)[0], "the first condition written")
     c.record_failure(pod, "Unschedulable", "0/4 nodes are available: 4 Insufficient cpu.", None)
     assert await c.close()
     notes = sorted(e["note"] for e in events(control_plane, ns))
@@ -118,12 +156,14 @@ async def test_new_message_new_event_and_updated_condition(control_plane: Cluste
     assert c.stats.status_patches_sent == 2
 
 
-async def test_nominated_node_name_set_and_cleared(control_plane: ClusterHarness) -> None:
-    ns, pod = setup(control_plane)
+async def test_nominated_node_name_set_and_cleared(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns, pod = setup(control_plane, scope)
     c = client(control_plane)
     c.record_failure(pod, "Unschedulable", MESSAGE, "node-7")
-    await asyncio.sleep(0.3)
-    _, status = pod_scheduled(control_plane, ns)
+    status = await until(
+        lambda: (status := pod_scheduled(control_plane, ns)[1]).get("nominatedNodeName") and status,
+        "the nominated node written",
+    )
     assert status.get("nominatedNodeName") == "node-7", dumps(status)
     c.record_failure(pod, "Unschedulable", MESSAGE, "")
     assert await c.close()
@@ -131,8 +171,8 @@ async def test_nominated_node_name_set_and_cleared(control_plane: ClusterHarness
     assert "nominatedNodeName" not in status, dumps(status)
 
 
-async def test_scheduled_event(control_plane: ClusterHarness) -> None:
-    ns, pod = setup(control_plane)
+async def test_scheduled_event(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns, pod = setup(control_plane, scope)
     async with client(control_plane) as c:
         await c.bind(pod, "node-3")
         c.record_scheduled(pod, "node-3")
@@ -142,8 +182,8 @@ async def test_scheduled_event(control_plane: ClusterHarness) -> None:
     assert event["regarding"]["uid"] == pod.uid
 
 
-async def test_events_for_a_deleted_pod_are_harmless(control_plane: ClusterHarness) -> None:
-    ns, pod = setup(control_plane)
+async def test_events_for_a_deleted_pod_are_harmless(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns, pod = setup(control_plane, scope)
     control_plane.delete(f"/api/v1/namespaces/{ns}/pods/web")
     c = client(control_plane)
     c.record_failure(pod, "Unschedulable", MESSAGE, None)
@@ -152,8 +192,8 @@ async def test_events_for_a_deleted_pod_are_harmless(control_plane: ClusterHarne
     assert len(events(control_plane, ns)) == 1  # the event about it is still accepted
 
 
-async def test_events_name_the_pods_profile_when_known(control_plane: ClusterHarness) -> None:
-    ns = control_plane.create_namespace("k8s-events")
+async def test_events_name_the_pods_profile_when_known(control_plane: ClusterHarness, scope: Scope) -> None:
+    ns = scope.namespace
     raw = control_plane.post(
         f"/api/v1/namespaces/{ns}/pods", pod_manifest("web", ns, schedulerName="bin-packing")
     )

@@ -29,18 +29,14 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, wait_until
+from operator_harness import Operators, fresh_cluster, sized_nodes, wait_until
 
-from kopf_scheduler.devcluster import DevCluster
-from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
-from kopf_scheduler.devcluster.nodes import ZONE_LABEL, node_body
 
 pytestmark = pytest.mark.e2e
 
@@ -83,36 +79,12 @@ class Placements:
 # -- one fresh cluster, one scheduler, the three workloads -------------------------------------------------
 
 
-@contextlib.contextmanager
-def fresh_cluster(state_dir: Path) -> Iterator[ClusterHarness]:
-    """etcd, kube-apiserver and kube-controller-manager with the nodes of ``NODES`` and the workloads'
-    namespaces; everything is stopped on exit."""
-    cluster = DevCluster(
-        state_dir, crds_dir=default_crds_dir(), die_with_parent=True, with_controller_manager=True
+def own_cluster(state_dir: Path) -> contextlib.AbstractContextManager[ClusterHarness]:
+    """A fresh cluster with kube-controller-manager, the nodes of ``NODES`` and the workloads' namespaces;
+    stopped on exit."""
+    return fresh_cluster(
+        state_dir, sized_nodes(NODES), namespaces=(DEPLOYMENT_NS, SERVICE_NS, STATEFUL_SET_NS)
     )
-    try:
-        try:
-            cluster.up()
-        except Exception as e:  # ClusterError carries the failing component's log tail
-            pytest.fail(f"control plane did not come up: {e}", pytrace=False)
-        cp = ClusterHarness.of(cluster)
-        for index, (name, (zone, cpu, memory)) in enumerate(NODES.items()):
-            resources = {"cpu": cpu, "memory": memory, "pods": "110"}
-            template = {
-                "metadata": {"labels": {ZONE_LABEL: zone}},
-                "status": {"capacity": resources, "allocatable": resources},
-            }
-            body = node_body(index, prefix=name.rsplit("-", 1)[0] + "-", template=template)
-            assert body["metadata"]["name"] == name
-            cp.post("/api/v1/nodes", body)
-        for namespace in (DEPLOYMENT_NS, SERVICE_NS, STATEFUL_SET_NS):
-            cp.post(
-                "/api/v1/namespaces",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-            )
-        yield cp
-    finally:
-        cluster.down()
 
 
 def service(name: str, namespace: str, selector: dict[str, str], *, headless: bool = False) -> dict[str, Any]:
@@ -225,7 +197,7 @@ def place_workloads(cp: ClusterHarness) -> Placements:
 @pytest.fixture(scope="module")
 def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Placements:
     """The workloads as the upstream kube-scheduler places them (its cluster is gone on return)."""
-    with fresh_cluster(tmp_path_factory.mktemp("spread-kube-scheduler")) as cp:
+    with own_cluster(tmp_path_factory.mktemp("spread-kube-scheduler")) as cp:
         cp.cluster.start_kube_scheduler()
         try:
             return place_workloads(cp)
@@ -239,7 +211,7 @@ def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Placements:
 def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Placements:
     """The same workloads on an identical fresh cluster, placed by ``kopf-scheduler run``."""
     workdir = tmp_path_factory.mktemp("spread-kopf-scheduler")
-    with fresh_cluster(workdir / "cluster") as cp:
+    with own_cluster(workdir / "cluster") as cp:
         operators = Operators(cp.kubeconfig, workdir)
         try:
             operator = operators.start(

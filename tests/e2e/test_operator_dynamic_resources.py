@@ -26,18 +26,15 @@ go and the claim is released all the same), and its node's devices are all alloc
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, condition, wait_until
+from operator_harness import Operators, condition, fresh_cluster, sized_nodes, wait_until
 
-from kopf_scheduler.devcluster import DevCluster
-from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
-from kopf_scheduler.devcluster.nodes import node_body
 
 pytestmark = pytest.mark.e2e
 
@@ -137,27 +134,11 @@ class Run:
     after_delete: dict[str, Any] = field(default_factory=dict)
 
 
-@contextlib.contextmanager
-def fresh_cluster(state_dir: Path) -> Iterator[ClusterHarness]:
-    cluster = DevCluster(
-        state_dir, crds_dir=default_crds_dir(), die_with_parent=True, with_controller_manager=True
-    )
-    try:
-        try:
-            cluster.up()
-        except Exception as e:
-            pytest.fail(f"control plane did not come up: {e}", pytrace=False)
-        cp = ClusterHarness.of(cluster)
-        resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-        for index in range(NODES):
-            body = node_body(
-                index, prefix="dra-", template={"status": {"capacity": resources, "allocatable": resources}}
-            )
-            cp.post("/api/v1/nodes", body)
-        cp.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        yield cp
-    finally:
-        cluster.down()
+def own_cluster(state_dir: Path) -> contextlib.AbstractContextManager[ClusterHarness]:
+    """A fresh cluster with kube-controller-manager (its resource-claim controller makes the claims of
+    templates), ``NODES`` nodes of 8 cpu and the namespace; stopped on exit."""
+    sizes = {f"dra-{index}": (None, "8", "32Gi") for index in range(NODES)}
+    return fresh_cluster(state_dir, sized_nodes(sizes), namespaces=[NS])
 
 
 def publish(cp: ClusterHarness, run: Run) -> None:
@@ -266,7 +247,7 @@ def run_pods(cp: ClusterHarness, run: Run, stop_scheduler: Callable[[], object])
 @pytest.fixture(scope="module")
 def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
     run = Run()
-    with fresh_cluster(tmp_path_factory.mktemp("dra-kube-scheduler")) as cp:
+    with own_cluster(tmp_path_factory.mktemp("dra-kube-scheduler")) as cp:
         cp.cluster.start_kube_scheduler()
         try:
             run_pods(cp, run, cp.cluster.stop_kube_scheduler)
@@ -281,7 +262,7 @@ def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
     run = Run()
     workdir = tmp_path_factory.mktemp("dra-kopf-scheduler")
-    with fresh_cluster(workdir / "cluster") as cp:
+    with own_cluster(workdir / "cluster") as cp:
         operators = Operators(cp.kubeconfig, workdir)
         try:
             operator = operators.start(

@@ -48,7 +48,7 @@ def test_a_pod_waiting_for_a_namespace_label_is_placed_once_the_label_is_set(
 ) -> None:
     nodes = scope.nodes(3)
     team = {"team": scope.run}
-    other = control_plane.create_namespace("db")
+    other = scope.create_namespace("db")
     control_plane.post(f"/api/v1/namespaces/{other}/pods", _bound_pod(other, "db", nodes[1], {"app": "db"}))
     operator = operators.start("op", lease_namespace=scope.namespace)
     operator.wait_leading()
@@ -75,7 +75,7 @@ def test_existing_pods_anti_affinity_selects_the_incoming_pods_namespace_by_labe
     # n0 is the emptier node, so without the anti-affinity every web pod would go there
     nodes = scope.nodes(2)
     _label_namespace(control_plane, scope.namespace, {"team": scope.run})
-    guard_ns = control_plane.create_namespace("guard")
+    guard_ns = scope.create_namespace("guard")
     anti = {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [_term({"app": "web"}, {"team": scope.run})]
@@ -109,7 +109,7 @@ def test_an_incoming_pods_anti_affinity_picks_namespaces_by_label(
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
     nodes = scope.nodes(2)
-    picked, ignored = control_plane.create_namespace("picked"), control_plane.create_namespace("ignored")
+    picked, ignored = scope.create_namespace("picked"), scope.create_namespace("ignored")
     _label_namespace(control_plane, picked, {"team": scope.run})
     # both nodes hold a cache pod, in a picked and an ignored namespace; the ignored one is heavy, so
     # without namespace labels the pod would take the emptier node

@@ -6,6 +6,12 @@ serving; a deleted profile stops serving its name; of two profiles claiming one 
 serves; the profiles shipped in ``profiles/`` are accepted by the API server and the operator; and a
 restarted operator leaves statuses that are still true untouched.
 
+Every "nothing happened" check first proves that the operator had its chance: a pod of a name nobody
+serves is followed by a barrier pod the same operator serves, created after it (one pod watch, so the
+operator has seen the first once it binds the second, and taken them from its queue in that order); a
+restarted operator's silence on statuses is read once it has written the status of a profile created
+after it started (every profile event reconciles all profiles, that one last).
+
 Placements tell the scoring strategies apart: node "loaded" runs a pod holding half its cpu and memory,
 node "empty" nothing, and the profiles score with NodeResourcesFit alone, so LeastAllocated picks
 "empty" and MostAllocated picks "loaded" for every small pod here.
@@ -15,11 +21,22 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import PROFILES, Operators, Scope, condition, get_profile, kubectl, wait_profile
+import yaml
+from operator_harness import (
+    PROFILES,
+    Operators,
+    Scope,
+    condition,
+    get_profile,
+    kubectl,
+    wait_profile,
+    wait_until,
+)
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps
 
@@ -66,6 +83,22 @@ def apply(cp: ClusterHarness, name: str, body: dict[str, Any]) -> None:
 def place(scope: Scope, name: str, scheduler_name: str) -> str:
     scope.create_pod(name, scheduler_name)
     return str(scope.wait_bound(name)["spec"]["nodeName"])
+
+
+def after_the_second_of(timestamp: str) -> None:
+    """Until the wall clock is past the whole second of ``timestamp`` (an API server's
+    ``creationTimestamp``, whole seconds): an object created then is newer by creation time."""
+    second = datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    wait_until(lambda: time.time() >= second + 1.0, 5, f"the clock past {timestamp}", interval=0.02)
+
+
+def barrier(scope: Scope, name: str) -> None:
+    """A pod the built-in default profile serves, created now and bound (with its Scheduled event) by the
+    operator: every pod created before it has been seen and, had it been served, taken from the queue
+    first (same priority, earlier)."""
+    scope.create_pod(name)
+    scope.wait_bound(name)
+    scope.wait_event("Scheduled", name)
 
 
 def assert_serving(profile: dict[str, Any], generation: int) -> None:
@@ -121,7 +154,7 @@ def test_profile_updates_change_placements_live(
     kubectl(control_plane, "delete", "schedulingprofile", name)
     operator.wait_for_log(f"schedulerName {sched!r} is no longer served", timeout=10)
     scope.create_pod("orphan", sched)
-    time.sleep(3)
+    barrier(scope, "after-orphan")
     orphan = scope.get_pod("orphan")
     assert not orphan["spec"].get("nodeName") and not condition(orphan, "PodScheduled"), dumps(orphan)
     assert not scope.events(pod="orphan"), dumps(scope.events(pod="orphan"))
@@ -145,8 +178,7 @@ def test_older_profile_wins_a_scheduler_name(
     older, newer = scope.name("a-older"), scope.name("b-newer")
     created = scope.create_profile(older, spec(sched, "LeastAllocated"))
     assert_serving(wait_profile(control_plane, older, "True"), 1)
-    # creationTimestamp has whole seconds: the newer one must be created in a later second
-    time.sleep(1.05)
+    after_the_second_of(created["metadata"]["creationTimestamp"])
     scope.create_profile(newer, spec(sched, "MostAllocated"))
     assert (
         get_profile(control_plane, newer)["metadata"]["creationTimestamp"]
@@ -177,10 +209,11 @@ def test_shipped_profiles_are_accepted(
     operator.wait_leading()
     files = sorted((REPO / "profiles").glob("*.yaml"))
     assert files
+    names = [yaml.safe_load(path.read_text())["metadata"]["name"] for path in files]
+    scope.profiles.extend(names)  # deleted at the end, whatever fails from here on
     out = kubectl(control_plane, "apply", "-f", str(REPO / "profiles")).stdout
-    names = [line.split()[0].split("/", 1)[1] for line in out.splitlines()]
-    assert len(names) == len(files), out
-    scope.profiles.extend(names)  # deleted at the end
+    applied = [line.split()[0].split("/", 1)[1] for line in out.splitlines()]
+    assert sorted(applied) == sorted(names), out
 
     for name in names:
         profile = wait_profile(control_plane, name, "True")
@@ -211,8 +244,8 @@ def test_restart_leaves_profile_statuses_alone(
     first = operators.start("op-1", lease_namespace=scope.namespace)
     first.wait_leading()
     scope.create_profile(served, spec(sched, "LeastAllocated"))
-    scope.create_profile(older, spec(shared, "LeastAllocated"))
-    time.sleep(1.05)  # creationTimestamp has whole seconds
+    created = scope.create_profile(older, spec(shared, "LeastAllocated"))
+    after_the_second_of(created["metadata"]["creationTimestamp"])
     scope.create_profile(newer, spec(shared, "MostAllocated"))
     wait_profile(control_plane, served, "True")
     wait_profile(control_plane, older, "True")
@@ -220,13 +253,17 @@ def test_restart_leaves_profile_statuses_alone(
     before = {name: get_profile(control_plane, name) for name in (served, older, newer)}
     assert first.terminate() == 0, first.tail()
 
-    time.sleep(1.1)  # a rewritten lastTransitionTime (whole seconds) would differ
     second = operators.start("op-2", lease_namespace=scope.namespace)
     second.wait_leading()
     second.wait_for_log(f"serving schedulerName {shared!r}")
-    time.sleep(1.0)  # a status write would have happened by now
+    # a profile created now: once its status is written, so is any the restart wanted to rewrite (its
+    # event reconciles every profile, the newest last)
+    late = scope.name("late")
+    scope.create_profile(late, spec(scope.name("late-sched"), "LeastAllocated"))
+    assert_serving(wait_profile(control_plane, late, "True"), 1)
     after = {name: get_profile(control_plane, name) for name in (served, older, newer)}
-    # nothing changed, so nothing transitioned: what kubectl describe shows stays as it was
+    # nothing changed, so nothing was written (the resourceVersion would have moved): what kubectl
+    # describe shows, lastTransitionTime included, stays as it was
     for name in (served, older, newer):
         old, new = before[name], after[name]
         assert new["status"] == old["status"], dumps({"before": old["status"], "after": new["status"]})

@@ -42,8 +42,9 @@ def kube_scheduler(controller_plane: ClusterHarness) -> Iterator[None]:
 
 @pytest.fixture
 def volume_operators(
-    controller_plane: ClusterHarness, request: pytest.FixtureRequest, tmp_path: Path
+    controller_plane: ClusterHarness, vscope: Scope, request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[Operators]:
+    """As ``operators`` on the controller plane: stopped before ``vscope`` is cleaned up."""
     started = Operators(controller_plane.kubeconfig, tmp_path)
     request.node.stash[OPERATORS_KEY] = started
     try:

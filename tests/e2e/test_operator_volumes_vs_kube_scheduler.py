@@ -43,19 +43,16 @@ import json
 import ssl
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, wait_until
+from operator_harness import Operators, fresh_cluster, sized_nodes, wait_until
 from volume_provisioner import SELECTED_NODE, ZONE, TestProvisioner
 
-from kopf_scheduler.devcluster import DevCluster
-from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
-from kopf_scheduler.devcluster.nodes import node_body
 
 pytestmark = pytest.mark.e2e
 
@@ -298,38 +295,20 @@ class Run:
     half_claimed_at_end: list[str]
 
 
-@contextlib.contextmanager
-def fresh_cluster(state_dir: Path) -> Iterator[ClusterHarness]:
-    """etcd, kube-apiserver and kube-controller-manager with the nodes of ``NODES``, the namespace and the
-    storage classes; everything is stopped on exit."""
-    cluster = DevCluster(
-        state_dir, crds_dir=default_crds_dir(), die_with_parent=True, with_controller_manager=True
+def own_cluster(state_dir: Path) -> contextlib.AbstractContextManager[ClusterHarness]:
+    """A fresh cluster with kube-controller-manager, the nodes of ``NODES``, the namespace and the storage
+    classes; stopped on exit."""
+    classes = (
+        storage_class(ZONAL, PROVISIONER, ["zone-a", "zone-b"]),
+        storage_class(LOCAL, NO_PROVISIONER),
+        storage_class(BROKEN, NO_PROVISIONER),
     )
-    try:
-        try:
-            cluster.up()
-        except Exception as e:  # ClusterError carries the failing component's log tail
-            pytest.fail(f"control plane did not come up: {e}", pytrace=False)
-        cp = ClusterHarness.of(cluster)
-        for index, (name, (zone, cpu, memory)) in enumerate(NODES.items()):
-            resources = {"cpu": cpu, "memory": memory, "pods": "110"}
-            template = {
-                "metadata": {"labels": {ZONE: zone}},
-                "status": {"capacity": resources, "allocatable": resources},
-            }
-            body = node_body(index, prefix=name.rsplit("-", 1)[0] + "-", template=template)
-            assert body["metadata"]["name"] == name
-            cp.post("/api/v1/nodes", body)
-        cp.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
-        for body in (
-            storage_class(ZONAL, PROVISIONER, ["zone-a", "zone-b"]),
-            storage_class(LOCAL, NO_PROVISIONER),
-            storage_class(BROKEN, NO_PROVISIONER),
-        ):
-            cp.post("/apis/storage.k8s.io/v1/storageclasses", body)
-        yield cp
-    finally:
-        cluster.down()
+    return fresh_cluster(
+        state_dir,
+        sized_nodes(NODES),
+        namespaces=[NS],
+        objects=[("/apis/storage.k8s.io/v1/storageclasses", body) for body in classes],
+    )
 
 
 def wait_claim_bound(cp: ClusterHarness, name: str) -> dict[str, Any]:
@@ -469,7 +448,7 @@ def run_phases(cp: ClusterHarness, errors: Callable[[], int]) -> Run:
 @pytest.fixture(scope="module")
 def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """The phases as the upstream kube-scheduler runs them (its cluster is gone on return)."""
-    with fresh_cluster(tmp_path_factory.mktemp("volumes-kube-scheduler")) as cp:
+    with own_cluster(tmp_path_factory.mktemp("volumes-kube-scheduler")) as cp:
         cp.cluster.start_kube_scheduler()
         metrics = f"{cp.cluster.urls['kube-scheduler']}/metrics"
         try:
@@ -484,7 +463,7 @@ def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
 def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
     """The same phases on an identical fresh cluster, run by ``kopf-scheduler run``."""
     workdir = tmp_path_factory.mktemp("volumes-kopf-scheduler")
-    with fresh_cluster(workdir / "cluster") as cp:
+    with own_cluster(workdir / "cluster") as cp:
         operators = Operators(cp.kubeconfig, workdir)
         try:
             operator = operators.start(

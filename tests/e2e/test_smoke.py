@@ -1,6 +1,7 @@
 """Smoke tests of the real control plane: fake nodes look right (through the Python API and the
 `dev-cluster nodes` command), and the upstream kube-scheduler binds a pod to one of them, which proves
-the nodes, the admission settings and the scheduler wiring together."""
+the nodes, the admission settings and the scheduler wiring together. Each test's nodes and pods are
+deleted after it (its ``scope``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
+from operator_harness import Scope
 
 from kopf_scheduler.devcluster import cli, create_nodes
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
@@ -31,19 +33,25 @@ def assert_fake_node(node: dict[str, Any], name: str, zone: str) -> None:
     assert not node["spec"].get("taints"), dumps(node["spec"])
 
 
-async def test_create_nodes_api(control_plane: ClusterHarness) -> None:
+async def test_create_nodes_api(control_plane: ClusterHarness, scope: Scope) -> None:
     prefix = f"api-{uuid.uuid4().hex[:6]}-"
+    for i in range(4):
+        scope.delete_later(f"/api/v1/nodes/{prefix}{i}")
     result = await create_nodes(control_plane.api, 4, prefix=prefix, zones=3)
     assert result.names == [f"{prefix}{i}" for i in range(4)]
     for i, name in enumerate(result.names):
         assert_fake_node(control_plane.get(f"/api/v1/nodes/{name}"), name, f"zone-{i % 3}")
 
 
-def test_dev_cluster_nodes_command(control_plane: ClusterHarness, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dev_cluster_nodes_command(
+    control_plane: ClusterHarness, scope: Scope, capsys: pytest.CaptureFixture[str]
+) -> None:
     parser = argparse.ArgumentParser()
     cli.add_parser(parser.add_subparsers(), "dev-cluster")
     state_dir = str(control_plane.cluster.state_dir)
     prefix = f"cli-{uuid.uuid4().hex[:6]}-"
+    for i in range(5):
+        scope.delete_later(f"/api/v1/nodes/{prefix}{i}")
 
     argv = ["dev-cluster", "nodes", "--state-dir", state_dir, "--count", "5", "--zones", "2"]
     args = parser.parse_args([*argv, "--prefix", prefix])
@@ -57,12 +65,11 @@ def test_dev_cluster_nodes_command(control_plane: ClusterHarness, capsys: pytest
     assert control_plane.server in capsys.readouterr().out
 
 
-async def test_upstream_kube_scheduler_binds_pod(control_plane: ClusterHarness) -> None:
-    run = uuid.uuid4().hex[:6]
-    selector = {"e2e.kopf-scheduler.dev/smoke": run}  # only this test's nodes qualify
+async def test_upstream_kube_scheduler_binds_pod(control_plane: ClusterHarness, scope: Scope) -> None:
+    selector = scope.label  # only this test's nodes qualify (and are deleted after it)
     template = {"metadata": {"labels": selector}}
-    result = await create_nodes(control_plane.api, 3, prefix=f"smoke-{run}-", template=template)
-    namespace = control_plane.create_namespace("smoke")
+    result = await create_nodes(control_plane.api, 3, prefix=f"smoke-{scope.run}-", template=template)
+    namespace = scope.namespace
     pod = pod_manifest(
         "web",
         namespace,
