@@ -13,7 +13,8 @@ Contracts every implementation keeps:
 - Per-cycle data goes into ``CycleState`` under the plugin's own ``StateKey``; values that pre-filter
   extensions change implement ``clone()``.
 - Optional fast paths (``VectorFilter``, ``VectorScore``) judge many nodes at once and must agree with the
-  per-node forms exactly; the runtime prefers them when present.
+  per-node forms exactly, errors included (``filter_errors``); the runtime prefers them when present, and
+  a vectorised filter may leave a pod to its per-node form.
 """
 
 from __future__ import annotations
@@ -168,8 +169,20 @@ class VectorFilter(abc.ABC):
     """Optional fast form of ``filter`` over many nodes at once."""
 
     @abc.abstractmethod
-    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """A boolean array aligned with ``rows``: True where ``filter`` would return success."""
+    def filter_rows(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> np.ndarray | None:
+        """A boolean array aligned with ``rows``: True where ``filter`` would return success. None when the
+        plugin has no vectorised form for this pod: the runtime then runs ``filter`` node by node."""
+
+    def filter_errors(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> np.ndarray | None:
+        """Optional: for ``rows`` (rows ``filter_rows`` rejected), a boolean array aligned with them, True
+        where ``filter`` returns an ``ERROR`` status. The runtime runs the per-node chain on those nodes in
+        their place in the examination order, so filtering stops at the first error as it does node by
+        node. None (the default): ``filter`` does not fail where ``filter_rows`` rejects."""
+        return None
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray

@@ -27,8 +27,8 @@ from kopf_scheduler.framework.objects.storage import parse_csi_node
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, error, unschedulable
 from kopf_scheduler.framework.volumes import in_tree_disk
+from kopf_scheduler.plugins._csi_translation import TranslationError, migration_on, translate
 from kopf_scheduler.plugins.node_volume_limits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED, new
-from kopf_scheduler.plugins.node_volume_limits.translation import TranslationError, migration_on, translate
 
 EXCEEDED = unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
 

@@ -105,7 +105,8 @@ class NodeStatuses:
 
     Statuses of nodes that a vectorised filter rejected are computed on first access, by that plugin
     alone (its vectorised ``filter_statuses`` when it has one) after the per-node filters ahead of it in
-    the chain, so a pod that fits pays nothing for them and one that does not pays little.
+    the chain (those run during filtering already, where an error must stop it, and are then left out),
+    so a pod that fits pays nothing for them and one that does not pays little.
     """
 
     framework: Framework
@@ -409,7 +410,9 @@ class Framework:
         Candidates are taken in chunks (the first a little larger than ``num_to_find``, then doubling), so
         a large cluster where most nodes fit is not filtered whole to find a few hundred. In each chunk,
         vectorised filters prune all rows at once; per-node filters (and nodes with nominated pods) then
-        run in order over the survivors until enough feasible nodes are found.
+        run in order over the survivors until enough feasible nodes are found, and over pruned nodes the
+        per-node filters ahead of the pruning one. A filter's error (a vectorised one's per
+        ``filter_errors``) ends filtering at the first node, in examination order, whose chain fails.
         """
         statuses = NodeStatuses(self, state, pod, snapshot)
         filters = [p for p in self.filter if p.name not in state.skip_filter_plugins]
@@ -447,28 +450,43 @@ class Framework:
         #: for each candidate, the index in ``rejecters`` of the vectorised filter that rejected it
         rejected_by = np.full(len(candidates), -1, dtype=np.int32)
         rejecters: list[tuple[FilterPlugin, tuple[FilterPlugin, ...]]] = []
+        #: candidates where a vectorised filter's per-node form fails (``filter_errors``): they get the
+        #: per-node chain in their turn, and the first that errs there ends filtering
+        erred: np.ndarray | None = None
         scalar: list[FilterPlugin] = []
         for plugin in filters:
             if isinstance(plugin, VectorFilter):
                 idx = np.flatnonzero(alive)
                 if not len(idx):
                     break
+                table = snapshot.table
                 try:
-                    passed = plugin.filter_rows(state, pod, snapshot.table, candidates[idx])
+                    passed = plugin.filter_rows(state, pod, table, candidates[idx])
+                    failing = None
+                    if passed is not None and not passed.all():
+                        failing = plugin.filter_errors(state, pod, table, candidates[idx[~passed]])
                 except Exception as e:
                     failure = _call_error(plugin, "Filter", e)
                     infos = snapshot.node_infos
                     statuses.known.update((infos[r].name, failure) for r in candidates[idx].tolist())
                     statuses.error = failure
                     return candidates[:0], -1
+                if passed is None:  # no vectorised form for this pod
+                    scalar.append(plugin)
+                    continue
                 gone = idx[~passed]
                 if len(gone):
                     alive[gone] = False
+                    if failing is not None and failing.any():
+                        if erred is None:
+                            erred = np.zeros(len(candidates), dtype=bool)
+                        erred[gone[failing]] = True
+                        gone = gone[~failing]
                     rejected_by[gone] = len(rejecters)
                     rejecters.append((plugin, tuple(scalar)))
             else:
                 scalar.append(plugin)
-        if not scalar and not nominated_nodes:
+        if not scalar and not nominated_nodes and erred is None:
             positions = np.flatnonzero(alive)
             examined = len(candidates)
             if len(positions) >= num_to_find:
@@ -479,11 +497,25 @@ class Framework:
         infos = snapshot.node_infos
         feasible: list[int] = []
         examined = len(candidates)
-        for pos in np.flatnonzero(alive).tolist():
+        visit = alive if erred is None else alive | erred
+        # Nodes a vectorised filter pruned still get, in their turn, the per-node filters ahead of it in
+        # the chain: one of them may fail there, which ends filtering as it does node by node.
+        screened = [k for k, (_, earlier) in enumerate(rejecters) if earlier]
+        if screened:
+            visit = visit | np.isin(rejected_by, screened)
+        for pos in np.flatnonzero(visit).tolist():
             row = int(candidates[pos])
             node = infos[row]
-            if node.name in nominated_nodes:
+            by = int(rejected_by[pos])
+            if by >= 0:  # pruned: its status is the earlier filters' rejection, else the pruning one's
+                status = self.run_filters(rejecters[by][1], state, pod, node)
+                if status is None:
+                    continue
+                rejected_by[pos] = -1
+            elif node.name in nominated_nodes:
                 status = self.run_filter_with_nominated_pods(state, pod, node)
+            elif erred is not None and erred[pos]:  # the whole chain: an earlier filter may reject first
+                status = self.run_filter_chain(state, pod, node)
             else:
                 status = self.run_filters(scalar, state, pod, node)
             if status is None:
@@ -496,7 +528,9 @@ class Framework:
                 if status.code == Code.ERROR:
                     statuses.error = status
                     return np.asarray(feasible, dtype=np.int64), -1
-        statuses.pending += _rejected_groups(candidates, rejected_by, examined, rejecters)
+        # the pruned nodes left passed the filters ahead of the pruning one: only that one decides
+        pruned: list[tuple[FilterPlugin, tuple[FilterPlugin, ...]]] = [(p, ()) for p, _ in rejecters]
+        statuses.pending += _rejected_groups(candidates, rejected_by, examined, pruned)
         return np.asarray(feasible, dtype=np.int64), examined
 
     def run_post_filter(

@@ -18,7 +18,6 @@ a CSINode, and whether it lists Portworx as migrated (``profile``). So:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -36,14 +35,14 @@ from kopf_scheduler.framework.objects import (
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status, error, unresolvable
 from kopf_scheduler.framework.volumes import PORTWORX, VolumeParseError, pod_volumes, volume_claim_name
-from kopf_scheduler.plugins._volumes import PVC_RESOURCE, claim_class, not_found
-from kopf_scheduler.plugins.node_volume_limits.translation import (
+from kopf_scheduler.plugins._csi_translation import (
     CSI_DRIVERS,
     TranslationError,
     migratable,
     migration_on,
     translate,
 )
+from kopf_scheduler.plugins._volumes import PVC_RESOURCE, claim_class, not_found
 
 _NONE = ("", "")
 #: the stores a count is derived from
@@ -102,6 +101,8 @@ class NodeCounts:
     counts: Mapping[str, int]
     #: why the pods on the node cannot be counted (upstream's error), checked after the limits
     failure: Status | None = None
+    #: the counts read claims (so volumes and classes too): a pod on the node has a claim
+    reads_claims: bool = True
 
 
 class VolumeCounter:
@@ -110,6 +111,7 @@ class VolumeCounter:
         #: unbound claims are counted with a handle no real volume has (upstream: rand.String(32))
         self.unbound_prefix = unbound_prefix
         self._attached: tuple[int, dict[str, dict[str, str]]] | None = None
+        self._attached_stamp = -1
         self._nodes: dict[str, NodeCounts] = {}
         self._nodes_stamp = -1
 
@@ -138,31 +140,36 @@ class VolumeCounter:
             self._nodes_stamp = stamp
         found = self._nodes.get(node.name)
         if found is None or found.generation != node.generation:
-            found = self._nodes[node.name] = self._count_node(node, csi_node)
+            found = self._nodes[node.name] = self._count_node(node, csi_node, stamp)
         return found
 
-    def _count_node(self, node: NodeInfo, csi_node: CSINode | None) -> NodeCounts:
+    def _count_node(self, node: NodeInfo, csi_node: CSINode | None, stamp: int) -> NodeCounts:
         limits = volume_limits(csi_node)
         if not limits:  # the filter passes the node before it looks at the pods on it
-            return NodeCounts(node.generation, limits, {}, {})
+            return NodeCounts(node.generation, limits, {}, {}, reads_claims=False)
         attached: dict[str, str] = {}
+        reads_claims = False
         for existing in node.pods.values():
             try:
-                self._attachable(existing, csi_node, False, attached)
+                reads_claims |= self._attachable(existing, csi_node, False, attached)
             except VolumeParseError as e:
                 return NodeCounts(node.generation, limits, {}, {}, error(f"pod {existing.key}: {e}"))
             except _Failure as e:
                 return NodeCounts(node.generation, limits, {}, {}, error(str(e)))
-        counts: Counter[str] = Counter(attached.values())
-        for unique, driver in self._attachments(node.name).items():
+        counts: dict[str, int] = {}
+        for driver in attached.values():
+            counts[driver] = counts.get(driver, 0) + 1
+        for unique, driver in self._attachments(node.name, stamp).items():
             if unique not in attached:  # a volume a pod uses is counted once
-                counts[driver] += 1
-        return NodeCounts(node.generation, limits, attached, dict(counts))
+                counts[driver] = counts.get(driver, 0) + 1
+        return NodeCounts(node.generation, limits, attached, counts, reads_claims=reads_claims)
 
     # -- counting --------------------------------------------------------------------------------------
-    def _attachable(self, pod: PodInfo, csi_node: CSINode | None, new_pod: bool, out: dict[str, str]) -> None:
-        """``filterAttachableVolumes``: adds ``<driver>/<handle> -> driver`` for the pod's volumes."""
+    def _attachable(self, pod: PodInfo, csi_node: CSINode | None, new_pod: bool, out: dict[str, str]) -> bool:
+        """``filterAttachableVolumes``: adds ``<driver>/<handle> -> driver`` for the pod's volumes; whether
+        it looked a claim up."""
         claims = self.objects.of(PERSISTENT_VOLUME_CLAIMS)
+        looked_up = False
         for volume in pod_volumes(pod):
             claim_name = volume_claim_name(pod, volume)
             if claim_name is None:
@@ -176,6 +183,7 @@ class VolumeCounter:
                 continue
             if not claim_name:
                 raise _Failure("PersistentVolumeClaim had no name")
+            looked_up = True
             claim = claims.get(pod.namespace, claim_name)
             if claim is None:
                 if new_pod:  # the pod cannot run without it
@@ -190,6 +198,7 @@ class VolumeCounter:
             driver, handle = self._csi_volume(csi_node, claim)
             if driver and handle:
                 out[f"{driver}/{handle}"] = driver
+        return looked_up
 
     def _csi_volume(self, csi_node: CSINode | None, claim: PersistentVolumeClaim) -> tuple[str, str]:
         """``getCSIDriverInfo``: the claim's CSI driver and volume handle, ("", "") to not count it."""
@@ -219,9 +228,12 @@ class VolumeCounter:
             return CSI_DRIVERS[provisioner], handle
         return provisioner, handle
 
-    def _attachments(self, node_name: str) -> dict[str, str]:
+    def _attachments(self, node_name: str, stamp: int) -> dict[str, str]:
         """``getNodeVolumeAttachmentInfo``: the node's attached CSI volumes, grouped once per change of
-        the VolumeAttachments or PersistentVolumes."""
+        the VolumeAttachments or PersistentVolumes (looked at once per ``stamp``)."""
+        if self._attached is not None and self._attached_stamp == stamp:
+            return self._attached[1].get(node_name, {})
+        self._attached_stamp = stamp
         generation = self.objects.generation(VOLUME_ATTACHMENTS, PERSISTENT_VOLUMES)
         if self._attached is None or self._attached[0] != generation:
             volumes = self.objects.of(PERSISTENT_VOLUMES)

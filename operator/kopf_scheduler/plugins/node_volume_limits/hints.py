@@ -10,7 +10,7 @@ from kopf_scheduler.framework.interface import QueueingHint
 from kopf_scheduler.framework.objects import CSINode, PersistentVolumeClaim, VolumeAttachment
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.volumes import pod_volumes, volume_claim_name
-from kopf_scheduler.plugins.node_volume_limits.translation import TranslationError, migratable, translate
+from kopf_scheduler.plugins._csi_translation import TranslationError, migratable, translate
 
 
 def csi_node_updated(pod: PodInfo, old: Any, new: Any) -> QueueingHint:

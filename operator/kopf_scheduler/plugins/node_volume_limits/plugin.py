@@ -18,6 +18,10 @@ the pods on the node (their missing claims are not counted) and the node's Volum
 volume is a CSI volume. Exceeding a driver's limit is ``Unschedulable`` (preemption may free volumes).
 An ephemeral claim not owned by its pod, or an inline volume that cannot be translated, is an error,
 as upstream. Pre-filter skips pods with no claim, ephemeral or migratable in-tree volume.
+
+The vectorised filter judges a chunk of nodes at once from per-row arrays (``rows``): the pod's count
+per CSINode profile is compared with each row's room per driver, less the volumes the row attaches
+already; rows whose pods cannot be counted are the filter's errors (``filter_errors``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
 from kopf_scheduler.framework.interface import (
@@ -34,13 +40,16 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    VectorFilter,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.objects import CSI_NODES, ClusterListers, NoObjects
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import SKIP, Status, error, unschedulable
+from kopf_scheduler.framework.status import SKIP, Code, Status, error, unschedulable
 from kopf_scheduler.framework.volumes import VolumeParseError, pod_volumes
 from kopf_scheduler.plugins import names
+from kopf_scheduler.plugins._csi_translation import migratable
 from kopf_scheduler.plugins.node_volume_limits.counting import (
     PodCount,
     Profile,
@@ -54,7 +63,7 @@ from kopf_scheduler.plugins.node_volume_limits.hints import (
     csi_node_updated,
     pod_deleted,
 )
-from kopf_scheduler.plugins.node_volume_limits.translation import migratable
+from kopf_scheduler.plugins.node_volume_limits.rows import PROFILES, NodeRows, refresh, synced
 
 NAME = names.NODE_VOLUME_LIMITS
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
@@ -77,7 +86,7 @@ class _State:
 _KEY: StateKey[_State] = StateKey(NAME)
 
 
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
     name = NAME
 
     def __init__(self, handle: Any, objects: ClusterListers) -> None:
@@ -135,6 +144,59 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             if limit is not None and on_node.counts.get(driver, 0) + count > limit:
                 return unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
         return None
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return self._judge(state, pod, table, rows)[0]
+
+    def filter_errors(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> np.ndarray | None:
+        return self._judge(state, pod, table, rows)[1]
+
+    def _judge(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """``filter``'s verdicts on ``rows``: (passes, fails with an error)."""
+        n = len(rows)
+        try:
+            if not pod_volumes(pod):
+                return np.ones(n, dtype=bool), None
+        except VolumeParseError:
+            return np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
+        found = state.get(_KEY) or _State(self.counter.stamp())
+        infos = self.handle.snapshot().node_infos
+        if len(infos) != table.size:
+            raise RuntimeError("the node table does not describe the current snapshot")
+        holder: list[NodeRows | None] = table.memo((NAME, "rows", self.counter), lambda: [None])
+        node_rows = holder[0] = synced(self.counter, holder[0], table.size)
+        refresh(self.counter, node_rows, infos, rows, table.generation)
+        kinds = node_rows.kind[rows]
+        passes = np.ones(n, dtype=bool)
+        failing: np.ndarray | None = None
+        first = int(kinds[0]) if n else 0
+        codes = [first] if n and (kinds == first).all() else np.unique(kinds).tolist()
+        for code in codes:
+            kind = PROFILES[code]
+            wanted = found.counts.get(kind)
+            if wanted is None:
+                wanted = found.counts[kind] = self.counter.pod_count(pod, kind)
+            mask = kinds == code
+            if isinstance(wanted, Status):
+                passes[mask] = False
+                if wanted.code == Code.ERROR:
+                    failing = np.zeros(n, dtype=bool) if failing is None else failing
+                    failing[mask] = True
+                continue
+            if not wanted:
+                continue
+            sub = rows[mask]
+            limited = node_rows.limited[sub]
+            failed = limited & node_rows.failed[sub]
+            passes[mask] = ~(failed | (limited & node_rows.exceeded(wanted, sub)))
+            if failed.any():
+                failing = np.zeros(n, dtype=bool) if failing is None else failing
+                failing[mask] = failed
+        return passes, failing
 
     # -- requeueing ------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:

@@ -9,8 +9,8 @@ provisioner, its ``allowedTopologies`` admit the node, and, when the class's CSI
 (``CSIDriver.spec.storageCapacity``), a CSIStorageCapacity reachable from the node is large enough.
 The reasons a node fails are upstream's, in upstream's order.
 
-Not done: in-tree volumes are not translated to CSI for nodes whose CSINode lists their plugin as
-migrated (``tryTranslatePVToCSI``), so such a volume's node affinity is read as written.
+Bound volumes of in-tree plugins are checked as their CSI translation on nodes whose CSINode lists the
+plugin as migrated (``bound.py``, ``tryTranslatePVToCSI``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.objects import (
     CSI_DRIVERS,
+    CSI_NODES,
     CSI_STORAGE_CAPACITIES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
@@ -38,6 +39,7 @@ from kopf_scheduler.framework.objects.storage import (
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.plugins._volumes import claim_class
 from kopf_scheduler.plugins.volume_binding.assume_cache import AssumeError, ClaimCache, VolumeCache
+from kopf_scheduler.plugins.volume_binding.bound import BoundVolume, check_bound_volumes, needs_csi_node
 from kopf_scheduler.plugins.volume_binding.claims import (
     PodVolumeClaims,
     VolumeBindingError,
@@ -51,7 +53,6 @@ from kopf_scheduler.plugins.volume_binding.matching import (
     claim_fully_bound,
     claim_on_node,
     find_matching_volume,
-    node_affinity_matches,
     topology_allows,
 )
 
@@ -102,9 +103,7 @@ class VolumeBinder:
         """``FindPodVolumes``: the bindings the node would take and why it cannot (no reasons: it can);
         raises ``VolumeBindingError``."""
         found = PodVolumes()
-        bound_ok, volumes_exist = check_bound_volumes(
-            [self.volumes.get("", claim.volume_name) for claim in claims.bound], labels
-        )
+        bound_ok, volumes_exist = self.check_bound(claims.bound_volumes, node_name, labels)
         unbound_ok, enough_space = True, True
         if claims.delay_binding:
             to_match: list[PersistentVolumeClaim] = []
@@ -125,6 +124,24 @@ class VolumeBinder:
                     to_provision, labels
                 )
         return found, _reasons(bound_ok, unbound_ok, enough_space, volumes_exist)
+
+    def check_bound(
+        self, volumes: Sequence[BoundVolume], node_name: str, labels: Mapping[str, str]
+    ) -> tuple[bool, bool]:
+        """``checkBoundClaims``: (every volume reachable from the node, every volume exists); raises
+        ``VolumeBindingError`` for a volume the node needs translated that cannot be."""
+        csi_node = self.objects.of(CSI_NODES).get("", node_name) if needs_csi_node(volumes) else None
+        bound_ok, volumes_exist, failure = check_bound_volumes(volumes, labels, csi_node)
+        if failure:
+            raise VolumeBindingError(failure)
+        return bound_ok, volumes_exist
+
+    def bound_reasons(
+        self, volumes: Sequence[BoundVolume], node_name: str, labels: Mapping[str, str]
+    ) -> list[str]:
+        """The reasons ``find_pod_volumes`` gives a node for a pod whose claims are all bound."""
+        bound_ok, volumes_exist = self.check_bound(volumes, node_name, labels)
+        return _reasons(bound_ok, True, True, volumes_exist)
 
     def _match(
         self, claims: list[PersistentVolumeClaim], pod_claims: PodVolumeClaims, labels: Mapping[str, str]
@@ -218,25 +235,6 @@ class VolumeBinder:
             self.volumes.restore("", binding.volume.name)
         for provision in pod_volumes.dynamic_provisions:
             self.claims.restore(provision.claim.namespace, provision.claim.name)
-
-
-def check_bound_volumes(
-    volumes: Sequence[PersistentVolume | None], labels: Mapping[str, str]
-) -> tuple[bool, bool]:
-    """``checkBoundClaims`` over the bound claims' volumes (None: missing): (every volume reachable from
-    the node, every volume exists); stops at the first that fails, as upstream."""
-    for volume in volumes:
-        if volume is None:
-            return True, False
-        if not node_affinity_matches(volume, labels):
-            return False, True
-    return True, True
-
-
-def bound_reasons(volumes: Sequence[PersistentVolume | None], labels: Mapping[str, str]) -> list[str]:
-    """The reasons ``find_pod_volumes`` gives a node for a pod whose claims are all bound."""
-    bound_ok, volumes_exist = check_bound_volumes(volumes, labels)
-    return _reasons(bound_ok, True, True, volumes_exist)
 
 
 def _reasons(bound_ok: bool, unbound_ok: bool, enough_space: bool, volumes_exist: bool) -> list[str]:

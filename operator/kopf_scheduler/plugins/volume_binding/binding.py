@@ -14,8 +14,9 @@ Then every second (and once right away) the objects as the API server last repor
 (``checkBindings``): done when every claim is bound (``bind-completed``); an error when the node or the
 pod is gone (a pod deleted meanwhile stops the wait: the failed pre-bind unreserves, which restores the
 assume cache), a volume lost its claimRef, a provisioner gave up (the selected node removed), or a bound
-volume is not reachable from the node. After ``bindTimeoutSeconds`` (0: at once, without checking, as
-upstream) pre-bind fails with ``context deadline exceeded``.
+volume is not reachable from the node (as its CSI translation where the node's CSINode lists its in-tree
+plugin as migrated, an error when it cannot be translated). After ``bindTimeoutSeconds`` (0: at once,
+without checking, as upstream) pre-bind fails with ``context deadline exceeded``.
 """
 
 from __future__ import annotations
@@ -26,9 +27,12 @@ from collections.abc import Callable, Mapping
 from kopf_scheduler.framework.client import APIError, ClusterClient
 from kopf_scheduler.framework.clock import Clock
 from kopf_scheduler.framework.objects import (
+    CSI_NODES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
+    CSINode,
     ObjectParseError,
+    PersistentVolume,
 )
 from kopf_scheduler.framework.objects.storage import (
     ANN_SELECTED_NODE,
@@ -36,14 +40,12 @@ from kopf_scheduler.framework.objects.storage import (
     parse_persistent_volume_claim,
 )
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.plugins._csi_translation import migrated_on
 from kopf_scheduler.plugins.volume_binding.assume_cache import version_of
 from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, Provision, StaticBinding, VolumeBinder
+from kopf_scheduler.plugins.volume_binding.bound import bound_volume
 from kopf_scheduler.plugins.volume_binding.claims import VolumeBindingError
-from kopf_scheduler.plugins.volume_binding.matching import (
-    claim_fully_bound,
-    node_affinity_matches,
-    object_body,
-)
+from kopf_scheduler.plugins.volume_binding.matching import claim_fully_bound, object_body
 
 #: how often the API server's view is checked while waiting (``wait.PollUntilContextTimeout``'s interval)
 POLL_INTERVAL = 1.0
@@ -125,6 +127,7 @@ class PodVolumesBinding:
         if not self.pod_exists(pod):
             raise VolumeBindingError(f"pod does not exist any more: pod {json.dumps(pod.name)} not found")
         volumes, claims = self.binder.volumes, self.binder.claims
+        csi_node = self.binder.objects.of(CSI_NODES).get("", node_name)
         for binding in pod_volumes.static_bindings:
             volume = volumes.get_api("", binding.volume.name)
             if volume is None:
@@ -140,7 +143,7 @@ class PodVolumesBinding:
                 )
             if version_of(binding.volume) > version_of(volume):
                 return False  # the store has not seen our write yet
-            if not node_affinity_matches(volume, labels):
+            if not _reachable(volume, labels, csi_node, "failed to translate pv to csi: "):
                 raise VolumeBindingError(_affinity_mismatch(volume.name, node_name))
             if volume.claim_ref is None or not volume.claim_ref.uid:
                 raise VolumeBindingError(f"ClaimRef got reset for pv {json.dumps(volume.name)}")
@@ -165,11 +168,25 @@ class PodVolumesBinding:
                 volume = volumes.get_api("", claim.volume_name)
                 if volume is None:
                     return False  # not seen yet (or deleted: the claim will be unbound then)
-                if not node_affinity_matches(volume, labels):
+                if not _reachable(volume, labels, csi_node):
                     raise VolumeBindingError(_affinity_mismatch(volume.name, node_name))
             if not claim_fully_bound(claim):
                 return False
         return True
+
+
+def _reachable(
+    volume: PersistentVolume, labels: Mapping[str, str], csi_node: CSINode | None, context: str = ""
+) -> bool:
+    """``CheckNodeAffinity`` of the volume, translated to CSI where the node has its plugin migrated
+    (``tryTranslatePVToCSI``; ``context`` prefixes the translation's error)."""
+    bound = bound_volume(volume)
+    affinity = volume.node_affinity
+    if bound.plugin and migrated_on(csi_node, bound.plugin):
+        if bound.error:
+            raise VolumeBindingError(context + bound.error)
+        affinity = bound.translated
+    return affinity is None or affinity.matches(labels, "")
 
 
 def _affinity_mismatch(volume: str, node: str) -> str:

@@ -30,6 +30,7 @@ from kopf_scheduler.plugins._volumes import (
     not_found,
 )
 from kopf_scheduler.plugins.volume_binding.assume_cache import ClaimCache, VolumeCache
+from kopf_scheduler.plugins.volume_binding.bound import BoundVolume, bound_volume
 from kopf_scheduler.plugins.volume_binding.matching import CLAIM_LOST, claim_fully_bound
 
 
@@ -40,6 +41,8 @@ class VolumeBindingError(Exception):
 @dataclass(slots=True)
 class PodVolumeClaims:
     bound: list[PersistentVolumeClaim] = field(default_factory=list)
+    #: the volumes of ``bound``, in order, as the cache showed them at pre-filter
+    bound_volumes: tuple[BoundVolume, ...] = ()
     #: unbound, of a WaitForFirstConsumer class: matched or provisioned for the node the pod gets
     delay_binding: list[PersistentVolumeClaim] = field(default_factory=list)
     #: unbound (or pre-bound by volume name) of any other class: the PV controller binds them
@@ -121,6 +124,7 @@ def pod_volume_claims(
             found.delay_binding.append(claim)
         else:
             found.immediate.append(claim)
+    found.bound_volumes = tuple(bound_volume(volumes.get("", claim.volume_name)) for claim in found.bound)
     for claim in found.delay_binding:
         name = claim_class(claim)
         found.volumes_by_class[name] = volumes.list_by_class(name)

@@ -5,7 +5,9 @@
   volume's claim not (yet) created for the pod, or an unbound claim the PV controller has to bind first
   (not WaitForFirstConsumer) make the pod wait, UnschedulableAndUnresolvable with upstream's message.
 - Filter: per node, the binder's ``find_pod_volumes`` (bound volumes reachable, unbound claims matched to
-  available volumes or provisionable); the decision is kept per node in the cycle state.
+  available volumes or provisionable); the decision is kept per node in the cycle state. For a pod whose
+  claims are all bound, the vectorised filter checks their volumes on every node at once (``bound.py``),
+  and every node that passes needs nothing bound; other pods are filtered node by node.
 - PreScore/Score: volume-capacity scoring is behind the ``StorageCapacityScoring`` gate, off by default
   in v1.34, so pre-score always skips (the plugin stays in the score list with weight 1, as upstream).
 - Reserve assumes the chosen node's decision in the binder's assume cache; Unreserve reverts it.
@@ -20,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import ClusterEventWithHint
 from kopf_scheduler.framework.interface import (
@@ -32,16 +36,19 @@ from kopf_scheduler.framework.interface import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
+    VectorFilter,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
-from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, PersistentVolume
+from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.objects import CSI_NODES, PERSISTENT_VOLUME_CLAIMS
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, unresolvable
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.volume_binding import requeue
 from kopf_scheduler.plugins.volume_binding.args import Args
-from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, VolumeBinder, bound_reasons
+from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, VolumeBinder
 from kopf_scheduler.plugins.volume_binding.binding import PodVolumesBinding
+from kopf_scheduler.plugins.volume_binding.bound import BoundVolume, affinity_mask, check_rows, migrated_mask
 from kopf_scheduler.plugins.volume_binding.claims import PodVolumeClaims, VolumeBindingError, check_pod_claims
 
 NAME = names.VOLUME_BINDING
@@ -51,18 +58,24 @@ UNBOUND_IMMEDIATE_CLAIMS = "pod has unbound immediate PersistentVolumeClaims"
 @dataclass(slots=True)
 class _State:
     claims: PodVolumeClaims | None = None
-    #: the filter's decision for each node that passed it
+    #: the filter's decision for each node that passed it (but with ``bound_only``: nothing to bind)
     by_node: dict[str, PodVolumes] = field(default_factory=dict)
     #: reserve found every claim bound: nothing to write
     all_bound: bool = False
-    #: every claim is bound (pre-filter's view): the filter only checks ``bound_volumes``
+    #: every claim is bound (pre-filter's view): the filter only checks ``bound_volumes``, and a node
+    #: that passes needs nothing bound
     bound_only: bool = False
-    #: the bound claims' volumes, in claim order (None: missing); empty when every one exists and is
-    #: reachable from every node (no node affinity), so any node passes
-    bound_volumes: tuple[PersistentVolume | None, ...] = ()
+    #: the bound claims' volumes, in claim order; empty when every one exists and is reachable from every
+    #: node, so any node passes
+    bound_volumes: tuple[BoundVolume, ...] = ()
 
     def clone(self) -> _State:
         return self  # shared, as upstream's: filters of simulations record into the same map
+
+    def decision(self, node_name: str) -> PodVolumes | None:
+        """What binding the pod's claims on a node that passed the filter takes (None: no claims)."""
+        found = self.by_node.get(node_name)
+        return PodVolumes() if found is None and self.bound_only else found
 
 
 _KEY: StateKey[_State] = StateKey(NAME)
@@ -71,6 +84,7 @@ _KEY: StateKey[_State] = StateKey(NAME)
 class VolumeBinding(
     PreFilterPlugin,
     FilterPlugin,
+    VectorFilter,
     PreScorePlugin,
     ScorePlugin,
     ReservePlugin,
@@ -100,9 +114,8 @@ class VolumeBinding(
         found = _State(claims=claims)
         if not claims.delay_binding:  # every claim bound: the filter checks their volumes only
             found.bound_only = True
-            volumes = tuple(self.binder.volumes.get("", claim.volume_name) for claim in claims.bound)
-            if not all(v is not None and v.node_affinity is None for v in volumes):
-                found.bound_volumes = volumes
+            if not all(v.anywhere for v in claims.bound_volumes):
+                found.bound_volumes = claims.bound_volumes
         state.write(_KEY, found)
         return None, None
 
@@ -110,16 +123,49 @@ class VolumeBinding(
         data = state.read(_KEY)
         assert data.claims is not None, "pre-filter skipped the pod"
         if data.bound_only:  # what ``find_pod_volumes`` does for bound claims, with the volumes looked up
-            reasons = bound_reasons(data.bound_volumes, node.labels) if data.bound_volumes else None
-            if reasons:
-                return unresolvable(*reasons)
-            data.by_node[node.name] = PodVolumes()
+            if data.bound_volumes:
+                reasons = self.binder.bound_reasons(data.bound_volumes, node.name, node.labels)
+                if reasons:
+                    return unresolvable(*reasons)
             return None
         pod_volumes, reasons = self.binder.find_pod_volumes(pod, data.claims, node.name, node.labels)
         if reasons:
             return unresolvable(*reasons)
         data.by_node[node.name] = pod_volumes
         return None
+
+    def filter_rows(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> np.ndarray | None:
+        judged = self._judge(state, table, rows)
+        return None if judged is None else judged[0]
+
+    def filter_errors(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> np.ndarray | None:
+        judged = self._judge(state, table, rows)
+        return None if judged is None else judged[1]
+
+    def _judge(
+        self, state: CycleState, table: NodeTable, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """``filter``'s verdicts on ``rows`` (passes, fails with an error) for a pod whose claims are all
+        bound; None for other pods (filtered node by node)."""
+        data = state.read(_KEY)
+        if not data.bound_only:
+            return None
+        if not data.bound_volumes:
+            return np.ones(len(rows), dtype=bool), None
+        infos = self.handle.snapshot().node_infos
+        if len(infos) != table.size:
+            raise RuntimeError("the node table does not describe the current snapshot")
+        csi_nodes = self.handle.objects.of(CSI_NODES)
+        return check_rows(
+            data.bound_volumes,
+            rows,
+            lambda affinity: affinity_mask(table, infos, affinity),
+            lambda plugin: migrated_mask(table, infos, csi_nodes, plugin),
+        )
 
     # -- scoring: off without the StorageCapacityScoring gate ------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeSet) -> Status | None:
@@ -131,7 +177,7 @@ class VolumeBinding(
     # -- reserve ---------------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.read(_KEY)
-        pod_volumes = data.by_node.get(node_name)
+        pod_volumes = data.decision(node_name)
         if pod_volumes is None:  # the pod has no claims
             data.all_bound = True
             return None
@@ -142,7 +188,7 @@ class VolumeBinding(
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         data = state.get(_KEY)
-        pod_volumes = data.by_node.get(node_name) if data is not None else None
+        pod_volumes = data.decision(node_name) if data is not None else None
         if pod_volumes is not None:
             self.binder.revert(pod_volumes)
 
@@ -151,7 +197,7 @@ class VolumeBinding(
         data = state.read(_KEY)
         if data.all_bound:
             return None
-        pod_volumes = data.by_node.get(node_name)
+        pod_volumes = data.decision(node_name)
         if pod_volumes is None:
             raise VolumeBindingError(f'no pod volume found for node "{node_name}"')
         binding = PodVolumesBinding(
