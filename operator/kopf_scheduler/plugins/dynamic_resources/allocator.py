@@ -11,7 +11,12 @@ matching device of the node's pools (none incomplete or invalid). A claim holds 
 
 ``allocate`` returns one ``AllocationResult`` (the API's ``status.allocation``) per claim, or None when the
 node cannot satisfy them; ``AllocationError`` carries upstream's text for a claim or class that cannot
-be allocated anywhere (a selector that fails, a missing class).
+be allocated anywhere (a selector that fails, a missing class). ``find`` returns the devices picked
+instead (``Found``), which become the results only for the node the pod goes to.
+
+What does not depend on the pod is kept across cycles (``node_devices``: each node's pools and devices,
+what selectors say of them); what does not depend on the node is done once per pod (``greedy.Plan``);
+claims of the common kind are served by ``greedy``, which picks what the search would pick.
 """
 
 from __future__ import annotations
@@ -19,21 +24,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
 from kopf_scheduler.framework.objects.dra import ALL
 from kopf_scheduler.framework.objects.resource_slices import Device
-from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher, SelectorError
-from kopf_scheduler.plugins.dynamic_resources.pools import (
-    DeviceID,
-    Pool,
-    device_id_str,
-    gather_pools,
-)
+from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher
+from kopf_scheduler.plugins.dynamic_resources.greedy import Plan, greedy, make_plan, one_request
+from kopf_scheduler.plugins.dynamic_resources.node_devices import NodeDevices, selector_error, verdict
+from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, Pool, device_id_str
 from kopf_scheduler.plugins.dynamic_resources.prepare import (
     MAX_DEVICES_PER_CLAIM,
     AllocationError,
+    FilterTimeout,
     Preparation,
     Request,
 )
@@ -41,22 +45,48 @@ from kopf_scheduler.plugins.dynamic_resources.results import (
     DeviceResult,
     NodeSelectorError,
     allocation_result,
+    node_selector,
 )
 
 __all__ = ["AllocationError", "Allocator", "FilterTimeout"]
-
-
-class FilterTimeout(Exception):
-    """The search of one node took longer than ``filterTimeout``."""
 
 
 class _MaxSizeExceeded(Exception):
     pass
 
 
+@dataclass(slots=True, eq=False)
+class Found:
+    """The devices picked on one node for each claim, and per claim its requests' names and classes."""
+
+    node: str
+    claims: Sequence[ResourceClaim]
+    results: Sequence[Sequence[DeviceResult]]
+    classes: list[list[tuple[str, DeviceClass]]]
+
+    def allocations(self) -> list[dict[str, Any]]:
+        """The claims' ``status.allocation``, in order."""
+        return [
+            allocation_result(claim, self.results[c], self.classes[c], self.node)
+            for c, claim in enumerate(self.claims)
+        ]
+
+    def check(self) -> None:
+        """Raises the error building the results would raise (a node selector that cannot be made)."""
+        for c, claim in enumerate(self.claims):
+            results = self.results[c]
+            if results and results[0].slice.node_name:
+                continue  # the node by name: nothing to fail
+            try:
+                node_selector(results, self.node, claim.name)
+            except NodeSelectorError as e:
+                raise AllocationError(str(e)) from None
+
+
 class Allocator:
     """The claims' shared inputs for one scheduling cycle: the classes, the slices and the devices
-    allocated already. ``allocate`` may be called for any number of nodes."""
+    allocated already. ``allocate`` may be called for any number of nodes; ``devices`` keeps what nodes
+    see across cycles (one per scheduler), else it is made for this allocator."""
 
     def __init__(
         self,
@@ -65,35 +95,79 @@ class Allocator:
         allocated: AbstractSet[DeviceID],
         matcher: DeviceMatcher,
         timeout_seconds: float = 0.0,
+        devices: NodeDevices | None = None,
+        versions: Mapping[tuple[str, str], int] | None = None,
     ) -> None:
         self.classes = classes
         self.slices = slices
-        # slices by the one node they name, and those for several nodes, each in list order
-        self._by_node: dict[str, list[tuple[int, ResourceSlice]]] = {}
-        self._shared: list[tuple[int, ResourceSlice]] = []
-        for index, slice_ in enumerate(slices):
-            if slice_.node_name:
-                self._by_node.setdefault(slice_.node_name, []).append((index, slice_))
-            else:
-                self._shared.append((index, slice_))
+        self.devices = NodeDevices() if devices is None else devices
+        self.devices.refresh(slices)
         self.allocated = allocated
+        #: ``DraManager.pool_versions`` for ``allocated``: lets ``greedy`` reuse what it found on a node
+        self.versions = versions
         self.matcher = matcher
         #: 0: no limit
         self.timeout_seconds = timeout_seconds
+        #: the full search only (the reference ``greedy`` is checked against)
+        self.search_only = False
+        self._plan: Plan | None = None
+        self._planned: Sequence[ResourceClaim] | None = None
 
     def allocate(
         self, node_name: str, labels: Mapping[str, str], claims: Sequence[ResourceClaim]
     ) -> list[dict[str, Any]] | None:
         """Raises ``AllocationError`` or ``FilterTimeout``."""
-        seen = sorted(self._by_node.get(node_name, []) + self._shared, key=lambda item: item[0])
-        pools = gather_pools([slice_ for _, slice_ in seen], labels, node_name)
-        search = _Search(self, node_name, pools, claims)
+        found = self.find(node_name, labels, claims)
+        return None if found is None else found.allocations()
+
+    def find(
+        self, node_name: str, labels: Mapping[str, str], claims: Sequence[ResourceClaim]
+    ) -> Found | None:
+        """Raises ``AllocationError`` or ``FilterTimeout``. ``claims`` may be the same sequence on every
+        call (what is derived from it is kept then), but must not change in place."""
+        view = self.devices.view(node_name, labels)
+        plan = self._plan if claims is self._planned else self._plan_for(claims)
+        assert plan is not None
+        if plan.error is not None:
+            raise AllocationError(str(plan.error))
+        if plan.single is not None and self.versions is not None and not self.search_only:
+            picks = one_request(plan, view, self.allocated, self.matcher, self.versions)
+            if picks is None:
+                return None  # one request: what the scan does not find, the search does not either
+            picked = Found(node_name, claims, (picks,), plan.classes)
+            if not view.named:
+                picked.check()
+            return picked
+        if plan.levels is not None and not self.search_only:
+            results = greedy(plan, view, self.allocated, self.matcher, self.timeout_seconds)
+            if results is not None:
+                picked = Found(node_name, claims, results, plan.classes)
+                if not view.named:
+                    picked.check()
+                return picked
+            if plan.final:
+                return None
+        search = _Search(self, node_name, view.pools, claims)
         if self.timeout_seconds > 0:
             search.deadline = time.perf_counter() + self.timeout_seconds
-        try:
-            return search.run()
-        except NodeSelectorError as e:
-            raise AllocationError(str(e)) from None
+        found = search.run()
+        if found is not None:
+            found.check()
+        return found
+
+    def _plan_for(self, claims: Sequence[ResourceClaim]) -> Plan:
+        """The plan for these claims: made once for the claims a cycle asks about on every node."""
+        plan = self._plan
+        if claims is self._planned and plan is not None:
+            return plan
+        if plan is None or len(plan.claims) != len(claims) or any(map(_differ, plan.claims, claims)):
+            plan = self._plan = make_plan(self.classes, claims, self.devices.slot)
+        self._planned = claims
+        return plan
+
+
+def _differ(a: ResourceClaim, b: ResourceClaim) -> bool:
+    return a is not b
 
 
 class _Search(Preparation):
@@ -109,19 +183,19 @@ class _Search(Preparation):
         self.deadline = 0.0
         self.steps = 0
 
-    def run(self) -> list[dict[str, Any]] | None:
+    def run(self) -> Found | None:
         for c, claim in enumerate(self.claims):
             self.prepare(c, claim)
         if not self._one(0, 0, 0, 0, False):
             return None
-        out = []
+        classes = []
         for c, claim in enumerate(self.claims):
-            classes = []
+            named = []
             for r in range(len(claim.requests)):
                 data = self.requests[(c, r, self.selected.get((c, r), 0))]
-                classes.append((data.full_name, data.device_class))
-            out.append(allocation_result(claim, self.results[c], classes, self.node))
-        return out
+                named.append((data.full_name, data.device_class))
+            classes.append(named)
+        return Found(self.node, self.claims, self.results, classes)
 
     # -- the search (``allocateOne``) -------------------------------------------------------------------
     def _one(self, c: int, r: int, s: int, d: int, in_subrequest: bool) -> bool:
@@ -218,20 +292,11 @@ class _Search(Preparation):
         return found
 
     def _selectors_match(self, c: int, data: Request, device: Device, slice_: ResourceSlice) -> bool:
-        groups = (
-            (f"class {data.device_class.name}", data.device_class.selectors),
-            (f"claim {self.claims[c].key}", data.spec.selectors),
-        )
-        for owner, selectors in groups:
-            for i, expression in enumerate(selectors):
-                assert expression is not None  # refused in _validate
-                try:
-                    if not self.owner.matcher.matches(expression, slice_.driver, device):
-                        return False
-                except SelectorError as e:
-                    what = "compile" if e.compile_error else "runtime"
-                    raise AllocationError(f"{owner}: selector #{i}: CEL {what} error: {e.detail}") from None
-        return True
+        key = (data.device_class.selectors, data.spec.selectors)
+        found = verdict(self.owner.matcher, key, slice_.driver, device)
+        if found is True or found is False:
+            return found
+        raise selector_error(found, data.device_class.name, self.claims[c].key)
 
     def _allocate_device(
         self, c: int, data: Request, device_id: DeviceID, device: Device, slice_: ResourceSlice, must: bool

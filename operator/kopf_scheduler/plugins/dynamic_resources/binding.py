@@ -51,13 +51,22 @@ def spawn(coro: Coroutine[Any, Any, Any]) -> None:
     task.add_done_callback(_TASKS.discard)
 
 
+def _writable(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a stored claim whose top level, ``metadata`` and ``status`` may be changed: stored values
+    are never changed in place, so the rest is shared with the stored claim instead of copied."""
+    out = dict(raw)
+    out["metadata"] = dict(out.get("metadata") or {})
+    out["status"] = dict(out.get("status") or {})
+    return out
+
+
 def with_allocation(claim: ResourceClaim, allocation: Mapping[str, Any]) -> ResourceClaim:
     """The claim as Reserve pictures it: finalized and allocated (upstream's in-flight claim)."""
-    raw = copy.deepcopy(dict(claim.raw))
-    meta = raw.setdefault("metadata", {})
+    raw = _writable(claim.raw)
+    meta = raw["metadata"]
     if CLAIM_FINALIZER not in (meta.get("finalizers") or []):
         meta["finalizers"] = [*(meta.get("finalizers") or []), CLAIM_FINALIZER]
-    raw.setdefault("status", {})["allocation"] = copy.deepcopy(dict(allocation))
+    raw["status"]["allocation"] = copy.deepcopy(dict(allocation))
     return parse_resource_claim(raw)
 
 
@@ -71,7 +80,7 @@ async def bind_claim(
     """Records the allocation (if the scheduler made it) and the pod's reservation; returns the claim as
     the API server stored it. Raises ``ClaimWriteError``."""
     path = claim_path(claim)
-    raw: dict[str, Any] = copy.deepcopy(dict(claim.raw))
+    raw = _writable(claim.raw)
     try:
         for attempt in range(RETRY_STEPS):
             if attempt:  # a conflict: the latest claim, and again

@@ -17,6 +17,11 @@ upstream's is: two pods of two profiles must never be given one device either.
   update differs in one place and an addition only at the end); many differences (a deletion shifts the
   rest) fall back to comparing the claims by identity. What is handed out is a snapshot (a copy of the
   index's keys), taken again only when a device came or went.
+- ``pool_versions``: per pool (driver, pool name), a number that grows whenever one of its devices is
+  allocated or freed, snapshotted with ``allocated_devices``: what the allocator found on a node holds
+  while the versions of the node's pools stay the same.
+- ``matcher`` and ``devices``: selector results per device and what each node sees of the slices
+  (``node_devices``), kept for every cycle of every profile.
 
 A manager is kept per ``ClusterListers`` (one per scheduler) in a weak map, so a scheduler that goes
 away takes its manager with it.
@@ -26,11 +31,12 @@ from __future__ import annotations
 
 import builtins
 import weakref
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 from kopf_scheduler.framework.objects import RESOURCE_CLAIMS, ClusterListers, ResourceClaim
 from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher
+from kopf_scheduler.plugins.dynamic_resources.node_devices import NodeDevices
 from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID
 
 _MANAGERS: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()
@@ -77,9 +83,13 @@ class DraManager:
         self._counts: dict[DeviceID, int] = {}
         #: grows whenever a device enters or leaves ``_counts``
         self._revision = 0
-        self._allocated: tuple[int, Set[DeviceID]] | None = None
+        #: per (driver, pool): grows whenever one of its devices enters or leaves ``_counts``
+        self._pool_versions: dict[tuple[str, str], int] = {}
+        self._allocated: tuple[int, Set[DeviceID], Mapping[tuple[str, str], int]] | None = None
         #: selector results per device, shared by the profiles' allocators
         self.matcher = DeviceMatcher()
+        #: what each node sees of the slices, likewise
+        self.devices = NodeDevices()
 
     # -- claims as the scheduler sees them ---------------------------------------------------------------
     def get(self, namespace: str, name: str) -> ResourceClaim | None:
@@ -145,10 +155,18 @@ class DraManager:
     # -- allocated devices -------------------------------------------------------------------------------
     def allocated_devices(self) -> Set[DeviceID]:
         """Every allocated device (claims as shown, in-flight allocations); a snapshot, never changed."""
+        return self._snapshot()[1]
+
+    def pool_versions(self) -> Mapping[tuple[str, str], int]:
+        """Per pool with devices allocated now or before, its version; a snapshot taken with
+        ``allocated_devices``'s."""
+        return self._snapshot()[2]
+
+    def _snapshot(self) -> tuple[int, Set[DeviceID], Mapping[tuple[str, str], int]]:
         self._sync()
         if self._allocated is None or self._allocated[0] != self._revision:
-            self._allocated = (self._revision, self._counts.copy().keys())
-        return self._allocated[1]
+            self._allocated = (self._revision, self._counts.copy().keys(), self._pool_versions.copy())
+        return self._allocated
 
     def _sync(self) -> None:
         """Brings the index up to the claims store: every claim added, replaced or dropped since the
@@ -186,7 +204,7 @@ class DraManager:
         old = owners.get(owner, ())
         if old == devices:
             return
-        counts = self._counts
+        counts, versions = self._counts, self._pool_versions
         for device in old:
             left = counts[device] - 1
             if left:
@@ -194,11 +212,13 @@ class DraManager:
             else:
                 del counts[device]
                 self._revision += 1
+                versions[device[:2]] = versions.get(device[:2], 0) + 1
         for device in devices:
             had = counts.get(device, 0)
             counts[device] = had + 1
             if not had:
                 self._revision += 1
+                versions[device[:2]] = versions.get(device[:2], 0) + 1
         if devices:
             owners[owner] = devices
         else:

@@ -5,7 +5,9 @@
   resource-claim controller), not be deleting, and be the pod's own when made from a template.
 - PreFilter: pods without claims are skipped. A claim another pod is allocating right now makes the pod
   wait; an unallocated claim's requests need their device classes. The allocator for the cycle is set up
-  with the devices allocated in the cluster and in flight.
+  with the devices allocated in the cluster and in flight, and with what the manager keeps across cycles
+  (each node's devices and selector verdicts, what a request found on a node while its pools' allocations
+  stay the same: ``node_devices``, ``greedy``).
 - Filter: an allocated claim must be available on the node (its allocation's node selector); the others
   must be allocatable together from the pools the node sees. A selector that fails is an error naming the
   class or claim; the search of one node stops after ``filterTimeout``.
@@ -44,7 +46,12 @@ from kopf_scheduler.framework.selectors import NodeSelector
 from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.dynamic_resources import binding, requeue
-from kopf_scheduler.plugins.dynamic_resources.allocator import AllocationError, Allocator, FilterTimeout
+from kopf_scheduler.plugins.dynamic_resources.allocator import (
+    AllocationError,
+    Allocator,
+    FilterTimeout,
+    Found,
+)
 from kopf_scheduler.plugins.dynamic_resources.args import Args
 from kopf_scheduler.plugins.dynamic_resources.claims import ClaimError, has_claims, pod_claims
 from kopf_scheduler.plugins.dynamic_resources.manager import manager_for
@@ -58,19 +65,23 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 TIMED_OUT = "timed out trying to allocate devices"
 #: the text of upstream's CycleState lookup error when a plugin's state was never written
 STATE_NOT_FOUND = "not found"
+#: what Filter says of most nodes (statuses are immutable: one serves them all)
+_CANNOT_ALLOCATE = unresolvable(CANNOT_ALLOCATE)
 
 
 @dataclass(slots=True)
 class _State:
     #: the pod's claims in ``spec.resourceClaims`` order; empty: nothing to do for the pod
     claims: list[ResourceClaim] = field(default_factory=list)
-    #: per claim: the node selector of its allocation (allocated claims only)
-    available_on: list[NodeSelector | None] = field(default_factory=list)
     #: per claim: the allocation Reserve took for it (claims the scheduler allocates)
     allocations: list[dict[str, Any] | None] = field(default_factory=list)
     allocator: Allocator | None = None
-    #: node -> the allocations Filter found there, one per unallocated claim
-    node_allocations: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: the claims the allocator is asked for (those unallocated at PreFilter)
+    pending: list[ResourceClaim] = field(default_factory=list)
+    #: (index, the node selector of its allocation) of each allocated claim whose allocation has one
+    selectors: list[tuple[int, NodeSelector]] = field(default_factory=list)
+    #: node -> the devices Filter found there for the pending claims
+    node_allocations: dict[str, Found] = field(default_factory=dict)
     #: indexes of allocated claims that were not available on some node
     unavailable: set[int] = field(default_factory=set)
 
@@ -130,7 +141,7 @@ class DynamicResources(
             return None, SKIP
         data = _State()
         state.write(_KEY, data)
-        data.available_on = [claim.node_selector for claim in claims]
+        data.selectors = [(i, c.node_selector) for i, c in enumerate(claims) if c.node_selector is not None]
         data.allocations = [None] * len(claims)
         for claim in claims:
             if claim.allocation is not None:
@@ -160,7 +171,10 @@ class DynamicResources(
                 self.manager.allocated_devices(),
                 self.manager.matcher,
                 self.args.filter_timeout_seconds,
+                self.manager.devices,
+                self.manager.pool_versions(),
             )
+            data.pending = [claim for claim in claims if claim.allocation is None]
         data.claims = claims
         return None, None
 
@@ -175,29 +189,25 @@ class DynamicResources(
         data = state.read(_KEY)
         if not data.claims:
             return None
-        unavailable = [
-            i
-            for i, selector in enumerate(data.available_on)
-            if selector is not None and not selector.matches(node.labels, node.name)
-        ]
-        allocations = None
+        found = None
         if data.allocator is not None:
-            claims = [claim for _, claim in data.to_allocate()]
             try:
-                allocations = data.allocator.allocate(node.name, node.labels, claims)
+                found = data.allocator.find(node.name, node.labels, data.pending)
             except FilterTimeout:
                 return unresolvable(TIMED_OUT)
             except (
                 AllocationError
             ) as e:  # the runtime's error status: 'running "DynamicResources" filter ...'
                 raise AllocationError(str(e)) from None
-            if allocations is None or len(allocations) != len(claims):
-                return unresolvable(CANNOT_ALLOCATE)
-        if unavailable:
-            data.unavailable.update(unavailable)
-            return unresolvable(NOT_AVAILABLE)
-        if allocations is not None:
-            data.node_allocations[node.name] = allocations
+            if found is None or len(found.results) != len(data.pending):
+                return _CANNOT_ALLOCATE
+        if data.selectors:
+            unavailable = [i for i, s in data.selectors if not s.matches(node.labels, node.name)]
+            if unavailable:
+                data.unavailable.update(unavailable)
+                return unresolvable(NOT_AVAILABLE)
+        if found is not None:
+            data.node_allocations[node.name] = found
         return None
 
     # -- post-filter -------------------------------------------------------------------------------------
@@ -223,7 +233,8 @@ class DynamicResources(
         to_allocate = data.to_allocate()
         if not to_allocate or data.allocator is None:
             return None
-        allocations = data.node_allocations.get(node_name)
+        found = data.node_allocations.get(node_name)
+        allocations = None if found is None else found.allocations()
         if not allocations:
             return error("claim allocation not found for node")
         if len(allocations) != len(to_allocate):

@@ -24,6 +24,10 @@ class AllocationError(Exception):
     """The claims cannot be allocated on any node; the message is upstream's."""
 
 
+class FilterTimeout(Exception):
+    """The search of one node took longer than ``filterTimeout``."""
+
+
 @dataclass(slots=True)
 class Request:
     spec: RequestSpec

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
 
 SOURCE_CLASS, SOURCE_CLAIM = "FromClass", "FromClaim"
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceResult:
+class DeviceResult(NamedTuple):
+    """One device picked (a tuple: made for every node a pod's claims are checked on)."""
+
     request: str
     device_id: tuple[str, str, str]
     admin_access: bool
@@ -84,13 +84,13 @@ def allocation_result(
     allocation: dict[str, Any] = {"devices": {"results": results}}
     if configs:
         allocation["devices"]["config"] = configs
-    node_selector = _node_selector(devices, node_name, claim.name)
-    if node_selector is not None:
-        allocation["nodeSelector"] = node_selector
+    selector = node_selector(devices, node_name, claim.name)
+    if selector is not None:
+        allocation["nodeSelector"] = selector
     return allocation
 
 
-def _node_selector(devices: Sequence[DeviceResult], node_name: str, claim_name: str) -> dict[str, Any] | None:
+def node_selector(devices: Sequence[DeviceResult], node_name: str, claim_name: str) -> dict[str, Any] | None:
     fields: list[Mapping[str, Any]] = []
     expressions: list[Mapping[str, Any]] = []
     for device in devices:
