@@ -17,8 +17,11 @@ demo: venv controlplane
 simulate-demo: venv
 	$(VENV)/bin/kopf-scheduler simulate --cluster examples/cluster --explain
 
+# The tiers that need no cluster in random order (as `make unit`), then the e2e tier in file order (its
+# modules share one control plane).
 test: venv lint controlplane
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles
+	$(PY) -m pytest -q tests/e2e
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml
@@ -33,8 +36,10 @@ lint: venv
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Every tier that needs no cluster, in random order (pytest-randomly): the order of the previous run
+# comes back with `make unit UNIT_ARGS=--randomly-seed=last`, that of seed N with `--randomly-seed=N`.
 unit: venv
-	$(PY) -m pytest -q tests/unit tests/profiles
+	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles
 
 # Builds kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and etcd from the Go module proxy
 # into a cache outside the repository (rebuilt only when the pinned versions or the Go version change).

@@ -7,17 +7,20 @@ when the endpoint is scraped, so they cost nothing between scrapes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIServer, make_server
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
     disable_created_metrics,
-    start_http_server,
+    make_wsgi_app,
 )
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 from prometheus_client.registry import Collector
 from prometheus_client.utils import INF
 
@@ -141,9 +144,25 @@ class SchedulerMetrics:
         scheduler.failed_hooks.append(failed)
         scheduler.extension_hooks.append(extension)
 
-    def serve(self, port: int, address: str = "0.0.0.0") -> None:
-        """Serves ``/metrics`` on ``port`` from a background thread."""
-        start_http_server(port, addr=address, registry=self.registry)
+    def serve(
+        self, port: int, address: str = "0.0.0.0", ready: Callable[[], tuple[bool, str]] | None = None
+    ) -> WSGIServer:
+        """Serves ``/metrics`` on ``port`` from a background thread (the server is returned), and
+        ``/readyz`` (200 ``ok: why``, or 503 with the reason) when ``ready`` is given, as kube-scheduler
+        serves both on its port 10259. ``OSError`` when the port is taken."""
+        metrics = make_wsgi_app(self.registry)
+
+        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            if ready is not None and environ.get("PATH_INFO") == "/readyz":
+                ok, why = ready()
+                status = "200 OK" if ok else "503 Service Unavailable"
+                start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+                return [f"{'ok' if ok else 'not ready'}: {why}\n".encode()]
+            return list(metrics(environ, start_response))
+
+        server = make_server(address, port, app, ThreadingWSGIServer, handler_class=_SilentHandler)
+        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+        return server
 
 
 def _since(started: float) -> float:

@@ -51,6 +51,8 @@ class Resync:
         self._objects_seen: dict[ObjectKind[Any], dict[tuple[str, str], float]] = {}
         self._due: float | None = None
         self._task: asyncio.Task[None] | None = None
+        #: called with each resync task started (the operator's supervisor watches it)
+        self.watch: Callable[[asyncio.Task[None]], object] | None = None
 
     # -- what the watches report ------------------------------------------------------------------------
     def pod_seen(self, uid: str, listed: bool) -> None:
@@ -81,6 +83,8 @@ class Resync:
         self._due = self.clock() + self.quiet
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._after_listing(), name="resync")
+            if self.watch is not None:
+                self.watch(self._task)
 
     async def _after_listing(self) -> None:
         while self._due is not None and (wait := self._due - self.clock()) > 0:

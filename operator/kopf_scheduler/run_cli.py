@@ -76,4 +76,6 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     runner = importlib.import_module("kopf_scheduler.handlers.runner")
-    return int(runner.main(verbose=args.verbose, liveness_port=args.liveness_port))
+    return int(
+        runner.main(verbose=args.verbose, liveness_port=args.liveness_port, metrics_port=args.metrics_port)
+    )

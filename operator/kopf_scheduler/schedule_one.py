@@ -14,6 +14,8 @@ as informers and binding goroutines do upstream while kube-scheduler's cycle wai
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kopf_scheduler.backend.cache import CacheError
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_event_message
 from kopf_scheduler.framework.extenders import scheduling as extending
@@ -314,6 +317,7 @@ async def binding_cycle(
     host: str,
     started: float,
 ) -> None:
+    bound = False
     try:
         status = await fwk.wait_on_permit(assumed)
         if status is None:
@@ -326,18 +330,31 @@ async def binding_cycle(
             sched.observe("Bind", status, fwk.profile_name, step)
         if status is not None:
             fwk.run_unreserve(state, assumed, host)
-            sched.cache.forget_pod(assumed)
-            sched.queue.assigned_pod_deleted(assumed)  # the resources it held are free again
+            try:
+                sched.cache.forget_pod(assumed)
+            except CacheError as e:
+                # As upstream's handleBindingCycleError: the watch showed the pod bound meanwhile (the
+                # binding went through after all, or another scheduler bound it); it keeps its room.
+                log.warning("binding %s: %s", assumed.key, e)
+            else:
+                sched.queue.assigned_pod_deleted(assumed)  # the resources it held are free again
             cause = status.cause
             if getattr(cause, "is_gone_or_conflict", False):
                 sched.binding_conflicts += 1  # deleted or bound elsewhere: nothing to retry
                 return
             handle_failure(sched, fwk, qp, status, None, started)
             return
+        bound = True
         sched.cache.finish_binding(assumed)
         sched.client.record_scheduled(assumed, host)
         sched.on_bound(qp, host, started)
         await fwk.run_post_bind(state, assumed, host)
+    except asyncio.CancelledError:
+        if not bound:  # fenced (Lease lost, or a stop's deadline passed): release as after a failed bind
+            fwk.run_unreserve(state, assumed, host)
+            with contextlib.suppress(CacheError):
+                sched.cache.forget_pod(assumed)
+        raise
     finally:
         sched.queue.done(assumed.uid)
 

@@ -416,6 +416,25 @@ class Scheduler:
         while self._bindings:
             await asyncio.gather(*list(self._bindings), return_exceptions=True)
 
+    async def finish_bindings(self, timeout: float) -> int:
+        """Waits up to ``timeout`` seconds for the binding cycles in flight, then cancels the rest
+        (``cancel_bindings``); returns how many were cancelled."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._bindings and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(list(self._bindings), timeout=left)
+        return await self.cancel_bindings()
+
+    async def cancel_bindings(self) -> int:
+        """Cancels every binding cycle in flight (and the API calls after a preemption) and waits for
+        them to end; a pod not bound yet is unreserved and forgotten. Returns how many were cancelled."""
+        tasks = list(self._bindings)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
+
     def in_flight_bindings(self) -> int:
         return len(self._bindings)
 

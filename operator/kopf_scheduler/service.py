@@ -3,8 +3,11 @@ lists, serves SchedulingProfiles, exports metrics, and runs the scheduling loop 
 leader Lease. Kopf's handlers (``handlers/``) only forward watch events here.
 
 Guards: no scheduling decision before the initial lists of nodes and pods are in the cache; the loop runs
-only while this instance leads (a standby keeps its cache warm and takes over when the Lease expires);
-losing the Lease stops the loop at once.
+only while this instance leads (a standby keeps its cache warm and takes over when the Lease expires).
+Losing the Lease stops the loop and cancels every write in flight, then the process exits (code 1); no
+binding, preemption or pod status write is sent without the Lease (``k8s.fence``). A graceful stop lets
+the bindings in flight finish (bounded by ``stop_timeout``) before the Lease is released. A background
+task that dies stops the operator too (``supervision``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from kopf_scheduler.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.profile_manager import ProfileManager
 from kopf_scheduler.resync import Resync
 from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.supervision import Supervisor
 
 log = logging.getLogger("kopf_scheduler")
 
@@ -68,6 +72,8 @@ class ServiceConfig:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
     metrics_port: int = 0
     bind_concurrency: int = 64
+    #: on a graceful stop, how long bindings in flight may take before they are cancelled
+    stop_timeout: float = 5.0
     percentage_of_nodes_to_score: int = 0
     #: what SchedulingProfiles may claim and reach
     profile_bounds: ProfileBounds = field(default_factory=ProfileBounds)
@@ -87,19 +93,27 @@ class ServiceConfig:
             identity=_env("IDENTITY", f"{socket.gethostname()}_{os.getpid()}"),
             metrics_port=int(_env("METRICS_PORT", "0")),
             bind_concurrency=int(_env("BIND_CONCURRENCY", "64")),
+            stop_timeout=float(_env("STOP_TIMEOUT", "5")),
             percentage_of_nodes_to_score=int(_env("PERCENTAGE_OF_NODES_TO_SCORE", "0")),
             profile_bounds=bounds_from_env(),
         )
 
 
 class SchedulerService:
-    def __init__(self, config: ServiceConfig) -> None:
+    def __init__(
+        self, config: ServiceConfig, *, client: KubeClient | None = None, supervisor: Supervisor | None = None
+    ) -> None:
         self.config = config
-        self.client = KubeClient(load_connection(config.kubeconfig), bind_concurrency=config.bind_concurrency)
+        self.client = client or KubeClient(
+            load_connection(config.kubeconfig), bind_concurrency=config.bind_concurrency
+        )
+        #: watches the background tasks; a failure stops the operator (``supervision``)
+        self.supervisor = supervisor or Supervisor()
         self.scheduler = Scheduler(
             self.client, percentage_of_nodes_to_score=config.percentage_of_nodes_to_score
         )
         self.client.scheduler_name_for = lambda pod: pod.scheduler_name
+        self.client.supervise(lambda task: self.supervisor.watch(task))
         self.metrics = SchedulerMetrics()
         self.metrics.attach(self.scheduler)
         self.profiles = ProfileManager(
@@ -111,19 +125,29 @@ class SchedulerService:
         self.heap = HeapSettler()
         # small pages: decoding one is a short pause of the loop, not a long one
         self.resync = Resync(self.scheduler, lambda path: self.client.list_objects(path, page_size=100))
+        self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(
             self.scheduler, self._write_pod_group_status, active=self.leading.is_set
         )
         self.scheduler.group_members.on_change = self.podgroups.touch
         self._loop_task: asyncio.Task[None] | None = None
+        self._leader_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self.config.metrics_port:
-            self.metrics.serve(self.config.metrics_port)
+        """Serves metrics and /readyz, loads the initial lists, then campaigns for the Lease (or leads at
+        once without leader election). A metrics port in use is a failure (the operator stops)."""
+        port = self.config.metrics_port
+        if port:
+            try:
+                self.metrics.serve(port, ready=self.readiness)
+            except OSError as e:
+                self.supervisor.fail(f"metrics port {port} is in use ({e})")
+                return
         await self.profiles.reconcile()
         await self._initial_sync()
-        self._tasks.append(asyncio.create_task(self.scheduler.queue.run(), name="queue-flush"))
+        flush = asyncio.create_task(self.scheduler.queue.run(), name="queue-flush")
+        self._tasks.append(self.supervisor.watch(flush))
         if self.config.leader_elect:
             elector = LeaderElector(
                 self.client.rest,
@@ -134,7 +158,10 @@ class SchedulerService:
                 renew_deadline=self.config.renew_deadline,
                 retry_period=self.config.retry_period,
             )
-            self._tasks.append(asyncio.create_task(self._lead(elector), name="leader"))
+            # every binding, preemption and pod status write checks the Lease first (``k8s.fence``)
+            self.client.fence = lambda: elector.is_leader
+            self._leader_task = asyncio.create_task(self._lead(elector), name="leader-election")
+            self.supervisor.watch(self._leader_task)
         else:
             await self._started_leading()
 
@@ -173,51 +200,88 @@ class SchedulerService:
             return []
 
     async def _lead(self, elector: LeaderElector) -> None:
-        """Campaigns for the Lease for as long as the service runs; after a loss, stands by again."""
-        while True:
-            try:
-                await elector.run(self._started_leading, self._stopped_leading)
-            except LeadershipLost:
-                continue
+        """Waits for the Lease and leads; losing it ends the process (exit code 1), as kube-scheduler does:
+        the writes in flight were cancelled by ``_stopped_leading`` and a restart campaigns afresh."""
+        try:
+            await elector.run(self._started_leading, self._stopped_leading)
+        except LeadershipLost as e:
+            self.supervisor.release(asyncio.current_task())  # reported here, not as a task ending
+            self.supervisor.fail(f"leader election: lost the lease as {self.config.identity} ({e})")
 
     async def _started_leading(self) -> None:
         log.info("leading as %s: scheduling starts", self.config.identity)
         self.leading.set()
         self._loop_task = asyncio.create_task(self.scheduler.run(), name="scheduling-loop")
+        self.supervisor.watch(self._loop_task)
         self.podgroups.touch_all()  # a standby kept no PodGroup status current
 
     async def _stopped_leading(self) -> None:
-        # Also called when the elector is cancelled at shutdown, after ``stop`` stopped the loop (and for
-        # a standby that never led): only a leader that still believes it leads has lost the lease.
+        """Leading ended (the Lease lost, or a stop cancelled the elector), before the Lease is released:
+        the loop stops and every write still in flight (bindings, preemption) is cancelled, its pod
+        forgotten. After a graceful stop the bindings have finished already (``stop``)."""
+        # Also called for a standby that never led, and after ``stop`` stopped the loop: only a leader
+        # that still believes it leads has lost the lease.
         if self.leading.is_set():
             log.warning("lost the lease as %s: scheduling stops", self.config.identity)
         await self._stop_loop()
+        cancelled = await self.scheduler.cancel_bindings()
+        if cancelled:
+            log.warning(
+                "cancelled %d bindings and preemptions in flight: their pods are forgotten", cancelled
+            )
 
     async def _stop_loop(self) -> None:
         self.leading.clear()
         if self._loop_task is not None:
+            self.supervisor.release(self._loop_task)
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._loop_task
             self._loop_task = None
 
     async def stop(self) -> None:
+        """Graceful stop: the loop stops, the bindings in flight finish (for at most ``stop_timeout``
+        seconds, then they are cancelled), and only then is the Lease released, so a standby never leads
+        while this instance still binds."""
+        self.supervisor.stopping = True
         if self.leading.is_set():
             log.info("stopping as %s: scheduling stops, the lease is released", self.config.identity)
         await self._stop_loop()
         self.scheduler.close()
+        cancelled = await self.scheduler.finish_bindings(self.config.stop_timeout)
+        if cancelled:
+            log.warning(
+                "%d bindings still in flight after %s s: cancelled, their pods forgotten",
+                cancelled,
+                self.config.stop_timeout,
+            )
+        if self._leader_task is not None:  # releases the Lease
+            self._leader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._leader_task
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.scheduler.wait_for_bindings(), timeout=5)
         await self.resync.stop()  # before the client closes: it may be listing
         await self.podgroups.stop()
         await self.scheduler.close_extenders()
         await self.client.close()
         await self.heap.stop()
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready when the initial lists are loaded and this instance leads or stands by (campaigns for
+        the Lease), and no background task failed. Called from the metrics server's thread: reads only."""
+        if not self.supervisor.healthy:
+            return False, self.supervisor.failure
+        if not self.synced.is_set():
+            return False, "initial lists not loaded yet"
+        if self.leading.is_set():
+            return True, "leading"
+        if self._leader_task is not None and not self._leader_task.done():
+            return True, "standing by"
+        return False, "neither leading nor campaigning for the lease"
 
     # -- watch events (from the handlers) --------------------------------------------------------------
     # ``kind`` None: the object comes from a (re-)listing of the watch, which ``resync`` follows up on.
@@ -272,6 +336,8 @@ class SchedulerService:
 
     def health(self) -> dict[str, Any]:
         return {
+            "healthy": self.supervisor.healthy,
+            "failure": self.supervisor.failure,
             "synced": self.synced.is_set(),
             "leading": self.leading.is_set(),
             "profiles": self.profiles.serving(),

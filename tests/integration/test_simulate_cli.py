@@ -93,13 +93,64 @@ def test_same_seed_same_placements(tmp_path: Path, capsys: pytest.CaptureFixture
     assert len(many) > 1, "ties between equal nodes must be broken at random"
 
 
-def test_profile_switches_scoring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_profile_naming_another_scheduler_serves_only_that_name(capsys: pytest.CaptureFixture[str]) -> None:
     pods = by_name(
         run_json(capsys, "--cluster", str(EXAMPLE), "--profile", str(ROOT / "profiles" / "bin-packing.yaml"))
     )
     # The bin-packing profile serves another scheduler name: default-scheduler pods are not served.
     assert pods["web-1"]["node"] is None
     assert pods["web-1"]["message"] == "no profile serves schedulerName 'default-scheduler'"
+
+
+def _packing_cluster(tmp_path: Path, scheduler_name: str) -> Path:
+    """Two 4-CPU / 16 GiB nodes, ``busy`` with 2 CPUs / 8 GiB taken; one pending pod of 1 CPU / 4 GiB."""
+    from kopf_scheduler.testing import make_node, make_pod
+
+    objects = [
+        make_node().name(name).capacity(cpu="4", memory="16Gi", pods=110).obj() for name in ("busy", "empty")
+    ]
+    objects.append(make_pod().name("load").req(cpu="2", memory="8Gi").node("busy").obj())
+    objects.append(make_pod().name("p").scheduler_name(scheduler_name).req(cpu="1", memory="4Gi").obj())
+    path = tmp_path / "packing.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("profile", "scheduler_name", "node", "busy", "empty"),
+    [
+        # LeastAllocated, per resource (capacity - requested) * 100 / capacity, with the pod counted:
+        # busy: cpu (4-3)/4, memory (16-12)/16 -> 25; empty: cpu (4-1)/4, memory (16-4)/16 -> 75
+        pytest.param(None, "default-scheduler", "empty", 25, 75, id="default-least-allocated"),
+        # MostAllocated, requested * 100 / capacity: busy: 3/4, 12/16 -> 75; empty: 1/4, 4/16 -> 25
+        pytest.param("bin-packing.yaml", "kopf-scheduler-bin-packing", "busy", 75, 25, id="bin-packing"),
+    ],
+)
+def test_profile_switches_scoring(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    profile: str | None,
+    scheduler_name: str,
+    node: str,
+    busy: int,
+    empty: int,
+) -> None:
+    args = ["--cluster", str(_packing_cluster(tmp_path, scheduler_name)), "--explain", "--seed", "1"]
+    if profile is not None:
+        args += ["--profile", str(ROOT / "profiles" / profile)]
+    [pod] = run_json(capsys, *args)["pods"]
+    assert pod["node"] == node
+    scores = {name: pod["nodes"][name]["scores"]["NodeResourcesFit"] for name in ("busy", "empty")}
+    assert scores == {
+        "busy": {"raw": busy, "normalized": busy, "weighted": busy},
+        "empty": {"raw": empty, "normalized": empty, "weighted": empty},
+    }
+    # every other plugin scores both nodes alike (both stay balanced: cpu and memory at the same share)
+    others = [
+        {k: v for k, v in pod["nodes"][name]["scores"].items() if k != "NodeResourcesFit"}
+        for name in ("busy", "empty")
+    ]
+    assert others[0] == others[1]
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -64,6 +64,18 @@ def test_there_are_scenarios() -> None:
     assert len(SCENARIOS) >= 4
 
 
+EXPECTATIONS = {"node", "nodes", "message", "victims", "nominatedNode"}
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_expectation_checks_something(path: Path) -> None:
+    """A misspelt key (``mesage:``) would otherwise be an expectation that holds whatever happens."""
+    expect = load(path)["expect"]
+    assert expect, f"{path.name} expects nothing"
+    for key, expected in expect.items():
+        assert expected and set(expected) <= EXPECTATIONS, f"{path.name}: {key}: {expected}"
+
+
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     scenario = load(path)

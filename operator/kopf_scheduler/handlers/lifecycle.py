@@ -1,4 +1,4 @@
-"""Start-up, clean-up and the liveness probe."""
+"""Start-up, clean-up and the liveness probe (/healthz)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from kopf_scheduler.service import SchedulerService, ServiceConfig
+from kopf_scheduler.supervision import Supervisor
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -36,7 +37,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    service = SchedulerService(memo.get("config") or ServiceConfig.from_env())
+    service = SchedulerService(
+        memo.get("config") or ServiceConfig.from_env(), supervisor=memo.get("supervisor") or Supervisor()
+    )
     memo["service"] = service
     await service.start()
 
@@ -50,5 +53,10 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.probe(id="scheduler")
 def health(memo: kopf.Memo, **_: Any) -> dict[str, Any]:
+    """/healthz: red (HTTP 500) once a background task has failed (``supervision``)."""
     service = memo.get("service")
-    return service.health() if service is not None else {"synced": False}
+    if service is None:
+        return {"synced": False}
+    if not service.supervisor.healthy:
+        raise kopf.PermanentError(service.supervisor.failure)
+    return service.health()

@@ -1,15 +1,44 @@
 """Runs Kopf with this package's handlers, cluster-wide and standalone (one active instance is ensured
-by the scheduler's Lease, not by Kopf's peering)."""
+by the scheduler's Lease, not by Kopf's peering).
+
+The exit code says how it ended: 0 for a stop by signal, 1 when the operator stopped itself on a failure
+(a background task died, the Lease was lost, the metrics port was taken: ``supervision``) or could not
+serve a port at all. A port in use is found before Kopf starts, with one line naming it.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import logging
+import os
 
 import kopf
 
 import kopf_scheduler.handlers  # noqa: F401 - registers the handlers
+from kopf_scheduler.supervision import Supervisor, port_taken
+
+log = logging.getLogger("kopf_scheduler")
 
 
-def main(verbose: bool = False, liveness_port: int = 8080) -> int:
+def main(verbose: bool = False, liveness_port: int = 8080, metrics_port: int | None = None) -> int:
     kopf.configure(verbose=verbose)
+    if metrics_port is None:
+        metrics_port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT") or 0)
+    for what, port in (("metrics", metrics_port), ("liveness", liveness_port)):
+        error = port_taken(port)
+        if error is not None:
+            log.error("%s port %d is in use (%s): the scheduler does not start", what, port, error)
+            return 1
+    # an asyncio.Event (bound to Kopf's loop on first use, set from it): Kopf waits for a threading
+    # flag in an executor thread, which would keep the process from exiting after a stop by signal
+    stop = asyncio.Event()
+    supervisor = Supervisor(on_fatal=stop.set)
     liveness = f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port else None
-    kopf.run(clusterwide=True, standalone=True, liveness_endpoint=liveness)
-    return 0
+    kopf.run(
+        clusterwide=True,
+        standalone=True,
+        liveness_endpoint=liveness,
+        stop_flag=stop,
+        memo=kopf.Memo(supervisor=supervisor),
+    )
+    return 0 if supervisor.healthy else 1

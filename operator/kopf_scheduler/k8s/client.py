@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.clock import Clock, RealClock
@@ -38,6 +38,7 @@ from kopf_scheduler.k8s.events import (
     pod_ref,
 )
 from kopf_scheduler.k8s.eviction import preempt
+from kopf_scheduler.k8s.fence import FencedRest
 from kopf_scheduler.k8s.pod_status import PodStatusWriter
 from kopf_scheduler.k8s.rest import (
     DEFAULT_TIMEOUT,
@@ -99,7 +100,13 @@ class KubeClient:
             connections = bind_concurrency + event_workers + status_workers + 8
             self.rest = RestClient(connection, connections=connections, timeout=request_timeout)
         self.clock = clock if clock is not None else RealClock()
-        self.binder = Binder(self.rest, concurrency=bind_concurrency)
+        #: whether the scheduler's writes may be sent now (the service sets the leader elector's
+        #: ``is_leader``); None: always
+        self.fence: Callable[[], bool] | None = None
+        # bindings, preemption, pod status and the plugins' writes (volumes, claims) go through the
+        # fence; events, the Lease and the operator's profile and PodGroup status do not (``k8s.fence``)
+        self.writes = cast(RestClient, FencedRest(lambda: self.rest, self._may_write))
+        self.binder = Binder(self.writes, concurrency=bind_concurrency)
         aggregator = EventAggregator(
             self.clock,
             reporting_controller,
@@ -112,7 +119,7 @@ class KubeClient:
             retry_delays=retry_delays,
         )  # fmt: skip
         self.pod_status = PodStatusWriter(
-            self.rest, self.clock, workers=status_workers, retry_delays=retry_delays, wall=wall
+            self.writes, self.clock, workers=status_workers, retry_delays=retry_delays, wall=wall
         )
         self.wall = wall
         self.retry_delays = tuple(retry_delays)
@@ -153,7 +160,7 @@ class KubeClient:
         """``DisruptionTarget`` condition, DELETE, then the ``Preempted`` event (see ``eviction``)."""
         self._loop = asyncio.get_running_loop()
         if not await preempt(
-            self.rest, victim, preemptor, self.clock, rfc3339(self.wall()), self.retry_delays
+            self.writes, victim, preemptor, self.clock, rfc3339(self.wall()), self.retry_delays
         ):
             return  # already gone
         note = f"Preempted by pod {preemptor.uid} on node {node_name}"
@@ -174,7 +181,7 @@ class KubeClient:
         meta = obj.get("metadata")
         if isinstance(meta, Mapping) and "managedFields" in meta:
             obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
-        response = await self.rest.request("PUT", path, obj)
+        response = await self.writes.request("PUT", path, obj)
         if response.status != 200:
             raise APIError(response.status, response.message())
         data = response.json()
@@ -182,11 +189,19 @@ class KubeClient:
 
     async def patch_object(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         self._loop = asyncio.get_running_loop()
-        response = await self.rest.request("PATCH", path, patch, content_type=STRATEGIC_MERGE_PATCH)
+        response = await self.writes.request("PATCH", path, patch, content_type=STRATEGIC_MERGE_PATCH)
         if response.status != 200:
             raise APIError(response.status, response.message())
         data = response.json()
         return data if isinstance(data, dict) else {}
+
+    def supervise(self, watch: Callable[[asyncio.Task[None]], object]) -> None:
+        """Hand every background task of the event and status writers to ``watch`` as it starts."""
+        self.events.pool.watch = watch
+        self.pod_status.pool.watch = watch
+
+    def _may_write(self) -> bool:
+        return self.fence is None or self.fence()
 
     def _controller_for(self, pod: PodInfo) -> str:
         """The pod's profile name when known and valid as a reporting controller, else the default."""

@@ -76,6 +76,8 @@ class EventRecorder:
     def _ensure_started(self) -> None:
         if self.pool.ensure_started() and self._flusher is None and self.pool.loop is not None:
             self._flusher = self.pool.loop.create_task(self._flush_loop(), name="kopf-scheduler-events-flush")
+            if self.pool.watch is not None:
+                self.pool.watch(self._flusher)
 
     async def _flush_loop(self) -> None:
         while True:

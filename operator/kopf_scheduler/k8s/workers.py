@@ -9,6 +9,7 @@ import random
 from collections.abc import Awaitable, Callable, Sequence
 
 from kopf_scheduler.framework.clock import Clock
+from kopf_scheduler.k8s.fence import FencedWrite
 from kopf_scheduler.k8s.rest import Response
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,8 @@ class WorkerPool:
         self.count = count
         self.tasks: list[asyncio.Task[None]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: called with each task started (the operator's supervisor watches them)
+        self.watch: Callable[[asyncio.Task[None]], object] | None = None
 
     def ensure_started(self) -> bool:
         """Start the tasks if there is a running loop; False when called outside one."""
@@ -65,6 +68,9 @@ class WorkerPool:
             self.loop.create_task(self._run(), name=f"kopf-scheduler-{self.name}-{i}")
             for i in range(self.count)
         ]
+        if self.watch is not None:
+            for task in self.tasks:
+                self.watch(task)
         return True
 
     async def _run(self) -> None:
@@ -74,6 +80,8 @@ class WorkerPool:
                 await self.handle(item)
             except asyncio.CancelledError:
                 raise
+            except FencedWrite as e:  # the Lease is lost or released: the write is dropped
+                logger.debug("%s: %s", self.name, e)
             except Exception:
                 logger.exception("%s: unexpected failure while sending", self.name)
             finally:

@@ -13,7 +13,7 @@ from kopf_scheduler.framework.interface import BindPlugin, FilterPlugin, Plugin,
 from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry
-from kopf_scheduler.plugins.defaults import DEFAULT_MULTI_POINT, default_plugins
+from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.plugins.registry import new_registry
 
 
@@ -253,19 +253,74 @@ def _build_default(**spec: Any) -> Framework:
     return build_framework(profile, new_registry(autoload=False), default_plugins(), client=None)  # type: ignore[arg-type]
 
 
-def test_default_profile_expands_the_default_multi_point_set_in_order() -> None:
+#: upstream v1.34.10 ``pkg/scheduler/apis/config/testing/defaults/defaults.go`` ``ExpandedPluginsV1``: the
+#: default profile after multiPoint expansion, per extension point in run order (score with weights).
+#: One deliberate difference, documented on the plugin: DefaultPreemption has no PreEnqueue here, since
+#: its evictions finish before the preemptor's attempt ends (upstream's PreEnqueue holds the pod back
+#: while ``SchedulerAsyncPreemption`` runs them in a goroutine).
+UPSTREAM_EXPANDED: dict[str, list[Any]] = {
+    "preEnqueue": ["SchedulingGates", "DynamicResources"],  # upstream: + "DefaultPreemption"
+    "queueSort": ["PrioritySort"],
+    "preFilter": [
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "DynamicResources",
+    ],
+    "filter": [
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "DynamicResources",
+    ],
+    "postFilter": ["DynamicResources", "DefaultPreemption"],
+    "preScore": [
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "VolumeBinding",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "NodeResourcesBalancedAllocation",
+    ],
+    "score": [
+        {"name": "TaintToleration", "weight": 3},
+        {"name": "NodeAffinity", "weight": 2},
+        {"name": "NodeResourcesFit", "weight": 1},
+        {"name": "VolumeBinding", "weight": 1},
+        {"name": "PodTopologySpread", "weight": 2},
+        {"name": "InterPodAffinity", "weight": 2},
+        {"name": "NodeResourcesBalancedAllocation", "weight": 1},
+        {"name": "ImageLocality", "weight": 1},
+    ],
+    "reserve": ["VolumeBinding", "DynamicResources"],
+    "preBind": ["VolumeBinding", "DynamicResources"],
+    "bind": ["DefaultBinder"],
+}
+
+
+def test_default_profile_expands_to_upstreams_plugins_per_extension_point() -> None:
     framework = _build_default(percentageOfNodesToScore=40)
     described = framework.describe()
-    for point, kind in POINT_TYPES.items():
-        expected = [name for name, _ in DEFAULT_MULTI_POINT if isinstance(framework.plugins[name], kind)]
-        if point == "score":
-            weights = dict(DEFAULT_MULTI_POINT)
-            assert described.get(point, []) == [{"name": n, "weight": weights[n] or 1} for n in expected]
-        else:
-            assert described.get(point, []) == expected, point
-    assert described["queueSort"] == ["PrioritySort"]
-    assert described["bind"] == ["DefaultBinder"]
-    assert {"NodeUnschedulable", "NodeName", "NodeResourcesFit"} <= set(described["filter"])
+    assert {point: described.get(point, []) for point in POINT_TYPES} == {
+        point: UPSTREAM_EXPANDED.get(point, []) for point in POINT_TYPES
+    }
+    assert framework.score_weights == {entry["name"]: entry["weight"] for entry in UPSTREAM_EXPANDED["score"]}
     assert framework.percentage_of_nodes_to_score == 40
     assert framework.profile_name == "s"
 

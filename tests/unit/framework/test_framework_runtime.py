@@ -651,14 +651,18 @@ async def test_permit_allow_after_wait() -> None:
     waiting = framework.waiting_pods.get(pod.uid)
     assert waiting is not None and sorted(waiting.pending_plugins()) == ["P", "Q"]
     task = await _start_waiting(framework, pod)
+    assert clock.next_wakeup() == 1010.0  # P's 10 s timer is the first of the two
     waiting.allow("P")
     await asyncio.sleep(0)
     assert not task.done()
     waiting.allow("Q")
     assert await task is None
     assert framework.waiting_pods.get(pod.uid) is None
-    clock.advance(60)  # cancelled timers do not fire later
+    await asyncio.sleep(0)  # the cancellations reach the sleeping timers
+    assert clock.next_wakeup() is None  # both timers were cancelled: nothing left to fire later
+    clock.advance(60)
     await asyncio.sleep(0)
+    assert await waiting.wait() is None  # a late timer would have turned nothing into a rejection
 
 
 async def test_permit_reject_while_waiting() -> None:

@@ -34,7 +34,8 @@ def test_victim_already_marked_is_not_patched_again() -> None:
     condition = disruption_target(pod("high"), pod("low"))
     marked = {"conditions": [dict(condition, lastTransitionTime="2024-01-01T00:00:00Z")]}
     assert status_patch(marked, condition, None, "2024-01-02T00:00:00Z") is None
-    assert status_patch({}, condition, None, "2024-01-02T00:00:00Z") is not None
+    fresh = dict(condition, lastTransitionTime="2024-01-02T00:00:00Z")
+    assert status_patch({}, condition, None, "2024-01-02T00:00:00Z") == {"status": {"conditions": [fresh]}}
 
 
 def test_parse_resource() -> None:

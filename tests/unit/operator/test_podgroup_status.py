@@ -109,37 +109,52 @@ class _Client:
     def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None: ...
 
 
+async def _until(condition: Any) -> None:
+    async with asyncio.timeout(5):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
 async def test_the_keeper_writes_changed_groups_while_leading_and_retries_failures() -> None:
     scheduler = Scheduler(_Client())
     writes: list[tuple[str, str, dict[str, Any]]] = []
+    attempts = 0
     leading = False
+    flushes = 0  # how often the keeper looked (it asks whether it leads once per flush)
     failures = [APIError(500, "etcd is slow")]
 
     async def write(namespace: str, name: str, status: dict[str, Any]) -> None:
+        nonlocal attempts
+        attempts += 1
         if failures:
             raise failures.pop()
         writes.append((namespace, name, status))
         raw = {"metadata": {"name": name, "namespace": namespace}, "spec": {"minMember": 2}, "status": status}
         scheduler.update_object(POD_GROUPS, raw)  # the watch brings the written status back
 
-    keeper = PodGroupStatusKeeper(
-        scheduler, write, active=lambda: leading, delay=0.01, retry=0.01, wall=lambda: NOW
-    )
+    def active() -> bool:
+        nonlocal flushes
+        flushes += 1
+        return leading
+
+    keeper = PodGroupStatusKeeper(scheduler, write, active=active, delay=0.01, retry=0.01, wall=lambda: NOW)
     scheduler.group_members.on_change = keeper.touch
     scheduler.update_object(
         POD_GROUPS, {"metadata": {"name": "pg", "namespace": "default"}, "spec": {"minMember": 2}}
     )
     for pod in _pods(["a", "b"], "Pending"):
         scheduler.add_pod(pod.raw)
-    await asyncio.sleep(0.05)
-    assert writes == []  # a standby writes nothing
+    await _until(lambda: flushes == 1)  # the keeper looked at the changed group...
+    assert (attempts, writes) == (0, [])  # ...and, a standby, wrote nothing
     leading = True
     keeper.touch_all()
-    await asyncio.sleep(0.1)  # the first write fails, the retry succeeds
+    await _until(lambda: writes)  # the first write fails, the retry succeeds
+    assert attempts == 2
     assert writes == [
         ("default", "pg", {"phase": "Scheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}),
     ]
+    looked = flushes
     keeper.touch(("default", "pg"))
-    await asyncio.sleep(0.05)
-    assert len(writes) == 1  # nothing changed: nothing written
+    await _until(lambda: flushes > looked)
+    assert (attempts, len(writes)) == (2, 1)  # nothing changed: nothing written
     await keeper.stop()

@@ -8,10 +8,15 @@ import pytest
 
 from kopf_scheduler.profile_manager import ProfileManager
 from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.testing import make_node, make_pod
 
 
 class _Client:
-    async def bind(self, pod: Any, node_name: str) -> None: ...
+    def __init__(self) -> None:
+        self.bound: list[tuple[str, str]] = []
+
+    async def bind(self, pod: Any, node_name: str) -> None:
+        self.bound.append((pod.name, node_name))
 
     def record_scheduled(self, pod: Any, node_name: str) -> None: ...
 
@@ -117,10 +122,26 @@ async def test_status_is_written_only_when_it_changes(setup: Any) -> None:
     assert len(written["p"]) == 1
 
 
+async def _place(scheduler: Scheduler, name: str) -> str:
+    """Schedules one 1-CPU / 4 GiB pod of scheduler name ``s``; returns the node it was bound to."""
+    client: _Client = scheduler.client  # type: ignore[assignment]
+    scheduler.add_pod(make_pod().name(name).scheduler_name("s").req(cpu="1", memory="4Gi").obj())
+    while (qp := scheduler.queue.pop_nowait()) is not None:
+        scheduler.schedule_one(qp)
+    await scheduler.wait_for_bindings()
+    [(_, node)] = [b for b in client.bound if b[0] == name]
+    return node
+
+
 async def test_profile_change_rebuilds_between_cycles(setup: Any) -> None:
     manager, scheduler, written = setup
+    for node in ("busy", "empty"):
+        scheduler.add_node(make_node().name(node).capacity(cpu="4", memory="16Gi", pods=110).obj())
+    scheduler.add_pod(make_pod().name("load").req(cpu="2", memory="8Gi").node("busy").obj())
     await manager.on_event("ADDED", profile("p", {"schedulerName": "s"}, generation=1))
     first = scheduler.profiles["s"]
+    # LeastAllocated (the default): busy scores 25 (cpu 1/4 free, memory 4/16 free), empty 75
+    assert await _place(scheduler, "before") == "empty"
     spec = {
         "schedulerName": "s",
         "pluginConfig": [
@@ -130,6 +151,9 @@ async def test_profile_change_rebuilds_between_cycles(setup: Any) -> None:
     await manager.on_event("MODIFIED", profile("p", spec, generation=2))
     assert scheduler.profiles["s"] is not first
     assert written["p"][-1]["observedGeneration"] == 2
+    # MostAllocated now serves: busy holds 3 of 4 CPUs and 12 of 16 GiB with the pod (75), empty 2 of 4
+    # and 8 of 16 (50)
+    assert await _place(scheduler, "after") == "busy"
 
 
 async def test_deleted_profile_stops_serving(setup: Any) -> None:

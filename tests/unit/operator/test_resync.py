@@ -4,6 +4,7 @@ list has, or what was heard of after the list was asked for, stays."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from kopf_scheduler.api.profile import ProfileSpec
@@ -125,23 +126,53 @@ async def test_a_listing_is_followed_by_one_reconciliation_once_it_is_quiet() ->
         resync.pod_seen(_uid(objects[name]), listed=True)
         await asyncio.sleep(0.02)
     assert calls == []  # still listing
-    await asyncio.sleep(0.2)
-    assert calls == ["/api/v1/nodes", "/api/v1/pods", *(kind.list_path for kind in WATCHED_KINDS)]
+    one_round = ["/api/v1/nodes", "/api/v1/pods", *(kind.list_path for kind in WATCHED_KINDS)]
+    async with asyncio.timeout(5):
+        while len(calls) < len(one_round):
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # two quiet periods more: no second round follows
+    assert calls == one_round
     assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
     await resync.stop()
 
 
+class _Warnings(logging.Handler):
+    """The resync's warnings, and an event set by the first."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        self.logged = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        self.logged.set()
+
+
 async def test_a_failed_list_drops_nothing() -> None:
     scheduler, objects = _setup()
+    calls: list[str] = []
 
     async def failing(path: str) -> list[dict[str, Any]]:
+        calls.append(path)
+        if path == "/api/v1/nodes":
+            return []  # were it acted on alone, both nodes would go
         raise RuntimeError("connection refused")
 
     resync = Resync(scheduler, failing, quiet=0.01)
-    resync.pod_seen(_uid(objects["running"]), listed=True)
-    await asyncio.sleep(0.1)
+    warnings = _Warnings()
+    logger = logging.getLogger("kopf_scheduler.resync")
+    logger.addHandler(warnings)
+    try:
+        resync.pod_seen(_uid(objects["running"]), listed=True)
+        await asyncio.wait_for(warnings.logged.wait(), 5)  # the reconciliation ran, and failed
+    finally:
+        logger.removeHandler(warnings)
+        await resync.stop()
+    assert warnings.messages == ["resync after a watch listing failed: connection refused"]
+    assert calls == ["/api/v1/nodes", "/api/v1/pods"]
     assert len(scheduler.known_pods()) == 4
-    await resync.stop()
+    assert sorted(scheduler.cache.node_names()) == ["n1", "n2"]
 
 
 def _service(name: str, **selector: str) -> dict[str, Any]:

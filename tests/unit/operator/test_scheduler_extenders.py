@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kopf_scheduler.api.profile import parse_profile
-from kopf_scheduler.framework.events import ClusterEvent
+from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
 from kopf_scheduler.scheduler import Scheduler
 from kopf_scheduler.simulate.client import SimulatedCluster
 from kopf_scheduler.simulate.loader import ClusterInput
@@ -118,11 +118,13 @@ async def test_without_score_plugins_extenders_still_see_every_feasible_node(
             [_pod("p")],
             _profile(config, plugins={"score": {"disabled": [{"name": "*"}]}}),
         )
-    assert _outcome(result, "p").node is not None
+    node = _outcome(result, "p").node
     seen = {n for verb, body in ext.requests if verb != "bind" for n in body["NodeNames"]}
     assert len(seen) == (nodes_seen if extender else 0)
+    assert [body["Node"] for verb, body in ext.requests if verb == "bind"] == [node]
     if not extender:  # only the bind extender: the first feasible node from the rotating start
         assert [v for v, _ in ext.requests] == ["bind"]
+        assert node == "n1"
 
 
 async def test_prioritize_extender_decides_between_equal_nodes() -> None:
@@ -248,7 +250,9 @@ async def test_extender_rejection_requeues_on_any_event() -> None:
     node = make_node().name("n1").capacity(cpu="2", memory="8Gi", pods=20).label("any", "thing").obj()
     sched.update_node(node)
     assert sched.queue.location(qp.pod.uid) in ("backoff", "active")
-    assert isinstance(sched.profiles[NAME].events_to_register()[-1][1], ClusterEvent)
+    # what makes that so: the profile registers "any event" for the extenders, as upstream's default
+    registered = sched.profiles[NAME].events_to_register()
+    assert registered[-1] == ("Extender", ClusterEvent(Resource.WILDCARD, Action.all(), "ExtenderAny"), None)
 
 
 async def test_a_cycle_cancelled_while_waiting_on_an_extender_requeues_the_pod() -> None:
@@ -264,8 +268,9 @@ async def test_a_cycle_cancelled_while_waiting_on_an_extender_requeues_the_pod()
         cluster.pods[pod["metadata"]["uid"]] = pod
         sched.add_pod(pod)
         loop = asyncio.create_task(sched.run())
-        while not ext.requests:
-            await asyncio.sleep(0.01)
+        async with asyncio.timeout(5):  # the filter request is on its way: the cycle waits on it
+            while not ext.requests:
+                await asyncio.sleep(0.01)
         loop.cancel()
         with pytest.raises(asyncio.CancelledError):
             await loop

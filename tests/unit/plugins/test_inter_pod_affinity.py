@@ -857,9 +857,11 @@ def test_args_defaults() -> None:
 
 @pytest.mark.parametrize("weight", [0, 1, 100], ids=["zero", "one", "max"])
 def test_args_valid_weights(weight: int) -> None:
-    decode_args(
+    args = decode_args(
         ipa.Args, {"hardPodAffinityWeight": weight, "ignorePreferredTermsOfExistingPods": True}
-    ).validate()
+    )
+    assert (args.hard_pod_affinity_weight, args.ignore_preferred_terms_of_existing_pods) == (weight, True)
+    assert args.validate() is None  # the bounds of [0, 100] are valid; the invalid cases follow
 
 
 @pytest.mark.parametrize(
@@ -871,12 +873,17 @@ def test_args_valid_weights(weight: int) -> None:
             "Invalid value: -1: not in valid range [0, 100]",
         ),
         (
+            {"hardPodAffinityWeight": 101},
+            "hardPodAffinityWeight",
+            "Invalid value: 101: not in valid range [0, 100]",
+        ),
+        (
             {"hardPodAffinityWeight": 110},
             "hardPodAffinityWeight",
             "Invalid value: 110: not in valid range [0, 100]",
         ),
     ],
-    ids=["negative", "too-large"],
+    ids=["negative", "just-over", "too-large"],
 )
 def test_args_invalid(raw: dict[str, Any], field: str, message: str) -> None:
     with pytest.raises(ArgsError) as caught:
