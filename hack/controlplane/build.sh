@@ -10,9 +10,12 @@
 # interrupted build never looks complete. On success the bin path is written to controlplane/current,
 # which the Python side (kopf_scheduler.devcluster) reads.
 #
+# Then it runs build-scheduler-plugins.sh (its own cache directory and key): scheduler-plugins'
+# kube-scheduler with Coscheduling, which the gang e2e tests run beside kopf-scheduler.
+#
 # Usage: build.sh [--regen] [--force]
 #   --regen  rewrite kube/ and etcd/ go.mod + go.sum from versions.env first (see regen.sh)
-#   --force  rebuild even when the cached bin directory is complete
+#   --force  rebuild even when the cached bin directory (and scheduler-plugins' binary) is complete
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -45,6 +48,12 @@ point_current_at() {  # write the one-line pointer file atomically
   mv -f "$cache_root/current.tmp.$$" "$cache_root/current"
 }
 
+build_scheduler_plugins() {  # its stdout (its bin path) would mix with ours, which is this build's bin path
+  local args=()
+  [[ $force -eq 0 ]] || args+=(--force)
+  "$CONTROLPLANE_DIR/build-scheduler-plugins.sh" "${args[@]}" >/dev/null
+}
+
 mkdir -p "$cache_root"
 # One build at a time per cache; a second caller waits and then finds the directory complete.
 exec 9>"$cache_root/.lock"
@@ -55,6 +64,7 @@ rm -rf "$cache_root"/.build-*
 if [[ $force -eq 0 ]] && complete "$dest"; then
   point_current_at "$dest/bin"
   log "up to date: $dest/bin"
+  build_scheduler_plugins
   echo "$dest/bin"
   exit 0
 fi
@@ -91,11 +101,14 @@ build_one etcd etcdctl go.etcd.io/etcd/etcdctl/v3
 
 complete "$tmp" || die "build finished but binaries are missing in $tmp/bin"
 "$tmp/bin/kube-apiserver" --version >&2
-"$tmp/bin/etcd" --version | head -n1 >&2
+# sed, not head: head exits after one line, and etcd, writing its next line into the closed pipe, dies of
+# SIGPIPE, which pipefail turns into a failed build (seen on a loaded machine, after a 56-minute build).
+"$tmp/bin/etcd" --version | sed -n 1p >&2
 
 rm -rf "$dest"
 mv -T "$tmp" "$dest"
 trap - EXIT
 point_current_at "$dest/bin"
 log "built in $((SECONDS - started)) s; $(du -sh "$dest" | cut -f1) in $dest"
+build_scheduler_plugins
 echo "$dest/bin"
