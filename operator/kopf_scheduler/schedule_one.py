@@ -295,7 +295,7 @@ async def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, 
     if status is not None:
         fwk.run_unreserve(state, assumed, result.host)
         sched.cache.forget_pod(assumed)
-        handle_failure(sched, fwk, qp, status, None, started)
+        handle_failure(sched, fwk, qp, on_one_node(pod, status), None, started)
         return None
     step = now()
     status = fwk.run_permit(state, assumed, result.host)
@@ -303,7 +303,7 @@ async def scheduling_cycle(sched: Scheduler, fwk: Framework, qp: QueuedPodInfo, 
     if status is not None and status.code != Code.WAIT:
         fwk.run_unreserve(state, assumed, result.host)
         sched.cache.forget_pod(assumed)
-        handle_failure(sched, fwk, qp, status, None, started)
+        handle_failure(sched, fwk, qp, on_one_node(pod, status), None, started)
         return None
     return binding_cycle(sched, fwk, state, qp, assumed, result.host, started)
 
@@ -320,6 +320,8 @@ async def binding_cycle(
     bound = False
     try:
         status = await fwk.wait_on_permit(assumed)
+        if status is not None:
+            status = on_one_node(assumed, status)
         if status is None:
             step = now()
             status = await fwk.run_pre_bind(state, assumed, host)
@@ -409,6 +411,16 @@ def handle_fit_error(
     qp.pending_plugins = set(fit_error.diagnosis.pending_plugins)
     qp.last_failure_was_error = False
     _requeue_and_report(sched, qp, REASON_UNSCHEDULABLE, str(fit_error), nominated, started, "unschedulable")
+
+
+def on_one_node(pod: PodInfo, status: Status) -> Status:
+    """A rejection at Reserve or Permit (or while waiting there) as kube-scheduler reports it: a FitError of
+    the one node tried (``schedule_one.go``: ``FitError{NumAllNodes: 1}``), "0/1 nodes are available: 1
+    <reason>."; errors keep their own message."""
+    if not status.is_rejection:
+        return status
+    message = str(FitError(pod, 1, Diagnosis(absent_status=status)))
+    return Status(status.code, (message,), plugin=status.plugin)
 
 
 def handle_failure(

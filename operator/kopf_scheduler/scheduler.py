@@ -318,7 +318,7 @@ class Scheduler:
         for framework in self.profiles.values():
             waiting = framework.waiting_pods.get(pod.uid)
             if waiting is not None:
-                waiting.reject("", "pod was deleted")
+                waiting.reject("", "removed")  # RejectWaitingPod's words
 
     # -- PodDisruptionBudgets (policy/v1) --------------------------------------------------------------------
     def add_pdb(self, obj: Mapping[str, Any]) -> None:

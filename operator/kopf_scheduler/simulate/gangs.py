@@ -20,9 +20,14 @@ from kopf_scheduler.framework.objects.podgroups import POD_GROUP_LABEL, PodGroup
 _RELEASED = ("optimistic rejection in PostFilter", "rejection in Unreserve", "rejected due to timeout")
 
 
+#: how a rejection at Permit is reported: a FitError of the one node tried
+_ON_ONE_NODE = "0/1 nodes are available: 1 "
+
+
 def _rank(message: str) -> int:
-    if message.startswith(_RELEASED):
-        return 1 if message.startswith("rejected due to timeout") else 2
+    reason = message.removeprefix(_ON_ONE_NODE)
+    if reason.startswith(_RELEASED):
+        return 1 if reason.startswith("rejected due to timeout") else 2
     return 0
 
 

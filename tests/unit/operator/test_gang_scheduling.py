@@ -46,6 +46,11 @@ class _Client:
         self.failures.setdefault(pod.name, []).append(message)
 
 
+def on_one_node(reason: str) -> str:
+    """kube-scheduler's report of a pod rejected at Permit: a FitError of the one node tried."""
+    return f"0/1 nodes are available: 1 {reason}."
+
+
 def _scheduler(args: dict[str, Any] | None = None) -> tuple[Scheduler, _Client, VirtualClock]:
     client, clock = _Client(), VirtualClock()
     scheduler = Scheduler(client, clock=clock)
@@ -120,7 +125,7 @@ async def test_a_gang_where_only_three_fit_binds_none_until_a_node_is_added() ->
         gang_rejected_message("default/train", PodInfo(_member(f"w{i}", "train"))) for i in range(4)
     }
     rejected = [m for m in messages if any(m.endswith(r) for r in gang_rejected)]
-    assert rejected and REJECTED_IN_POST_FILTER in messages
+    assert rejected and on_one_node(REJECTED_IN_POST_FILTER) in messages
     scheduler.add_node(make_node().name("n2").capacity(cpu="3", memory="8Gi", pods="110").obj())
     for _ in range(5):  # the failing member's backoff, in virtual time
         await _run(scheduler)
@@ -145,7 +150,7 @@ async def test_a_timed_out_gang_releases_its_room_for_another_pod() -> None:
     assert client.bound == [] and "Insufficient cpu" in client.failures["other"][0]
     clock.advance(10.0)
     await _run(scheduler)
-    timed_out = "rejected due to timeout after waiting 10s at plugin Coscheduling"
+    timed_out = on_one_node("rejected due to timeout after waiting 10s at plugin Coscheduling")
     assert any(timed_out in client.failures.get(f"w{i}", ()) for i in range(3))
     for _ in range(3):
         clock.advance(10.0)

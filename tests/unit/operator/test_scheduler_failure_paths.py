@@ -179,7 +179,7 @@ async def test_a_binding_failing_otherwise_forgets_the_pod_and_retries_it_after_
         pytest.param(
             unschedulable("the ledger is full"),
             "Unschedulable",
-            "the ledger is full",
+            "0/1 nodes are available: 1 the ledger is full.",  # schedule_one.go: FitError{NumAllNodes: 1}
             UNSCHEDULABLE,
             {"Ledger"},
             id="rejected",
@@ -224,7 +224,13 @@ async def test_a_failed_reserve_unreserves_every_plugin_forgets_the_pod_and_requ
 @pytest.mark.parametrize(
     ("status", "reason", "message", "where"),
     [
-        pytest.param(unschedulable("not now"), "Unschedulable", "not now", UNSCHEDULABLE, id="rejected"),
+        pytest.param(
+            unschedulable("not now"),
+            "Unschedulable",
+            "0/1 nodes are available: 1 not now.",  # schedule_one.go: FitError{NumAllNodes: 1}
+            UNSCHEDULABLE,
+            id="rejected",
+        ),
         pytest.param(
             error("the gate is stuck"),
             "SchedulerError",
