@@ -37,6 +37,31 @@ def on_one_node(reason: str) -> str:
     return f"0/1 nodes are available: 1 {reason}."
 
 
+def _three_wait_at_permit(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope, timeout: int, ports: bool = False
+) -> tuple[Any, Any, list[str]]:
+    """One node with room for three members of a gang of four (the fourth fits nowhere); the three wait
+    at Permit holding the node, so a pod needing all of it cannot go there. Returns the node, the operator
+    and the members' names."""
+    (node,) = scope.nodes(1, cpu="3", memory="8Gi", pods="110")
+    operator = operators.start("op", lease_namespace=scope.namespace, ports=ports)
+    operator.wait_leading()
+    # 100 %: the member that fits nowhere does not reject the gang
+    scheduler = _gang_profile(control_plane, scope, podGroupRejectPercentage=100)
+    _pod_group(control_plane, scope, "train", 4, scheduleTimeoutSeconds=timeout)
+    members = [f"worker-{i}" for i in range(4)]
+    for name in members[:3]:
+        _member(scope, name, "train", scheduler)
+    _member(scope, members[3], "train", scheduler, selector={**scope.label, READY: "never"})
+    scope.wait_event("FailedScheduling", members[3])
+
+    scope.create_pod("other", requests={"cpu": "3", "memory": "100Mi"})
+    event = scope.wait_event("FailedScheduling", "other")
+    assert "Insufficient cpu" in event["message"], dumps(event)
+    assert scope.bound() == []
+    return node, operator, members
+
+
 def _podgroups(namespace: str) -> str:
     return f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
 
@@ -220,22 +245,7 @@ def test_min_resources_the_cluster_cannot_hold_are_refused_at_pre_filter(
 def test_a_timed_out_gang_releases_its_reservations_for_another_pod(
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
-    (node,) = scope.nodes(1, cpu="3", memory="8Gi", pods="110")
-    operator = operators.start("op", lease_namespace=scope.namespace)
-    operator.wait_leading()
-    scheduler = _gang_profile(control_plane, scope, podGroupRejectPercentage=100)
-    _pod_group(control_plane, scope, "train", 4, scheduleTimeoutSeconds=4)
-    members = [f"worker-{i}" for i in range(4)]
-    for name in members[:3]:
-        _member(scope, name, "train", scheduler)
-    _member(scope, members[3], "train", scheduler, selector={**scope.label, READY: "never"})
-    scope.wait_event("FailedScheduling", members[3])
-
-    # the three that fit hold the node while they wait: a pod needing all of it cannot go there
-    scope.create_pod("other", requests={"cpu": "3", "memory": "100Mi"})
-    event = scope.wait_event("FailedScheduling", "other")
-    assert "Insufficient cpu" in event["message"], dumps(event)
-    assert scope.bound() == []
+    node, operator, _ = _three_wait_at_permit(control_plane, operators, scope, timeout=4)
 
     timed_out = on_one_node("rejected due to timeout after waiting 4s at plugin Coscheduling")
     wait_until(
@@ -315,23 +325,8 @@ def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_leave_the_other
 def test_deleting_a_member_waiting_at_permit_releases_its_siblings_and_their_room(
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
-    (node,) = scope.nodes(1, cpu="3", memory="8Gi", pods="110")
-    operator = operators.start("op", lease_namespace=scope.namespace, ports=True)
-    operator.wait_leading()
-    # 100 %: the member that fits nowhere does not reject the gang; a long timeout: it does not expire here
-    scheduler = _gang_profile(control_plane, scope, podGroupRejectPercentage=100)
-    _pod_group(control_plane, scope, "train", 4, scheduleTimeoutSeconds=300)
-    members = [f"worker-{i}" for i in range(4)]
-    for name in members[:3]:
-        _member(scope, name, "train", scheduler)
-    _member(scope, members[3], "train", scheduler, selector={**scope.label, READY: "never"})
-    scope.wait_event("FailedScheduling", members[3])
-
-    # the three that fit wait at Permit holding the node: a pod needing all of it cannot go there
-    scope.create_pod("other", requests={"cpu": "3", "memory": "100Mi"})
-    event = scope.wait_event("FailedScheduling", "other")
-    assert "Insufficient cpu" in event["message"], dumps(event)
-    assert scope.bound() == []
+    # a long timeout: it does not expire here
+    node, operator, members = _three_wait_at_permit(control_plane, operators, scope, timeout=300, ports=True)
 
     control_plane.request(
         "DELETE", f"/api/v1/namespaces/{scope.namespace}/pods/{members[0]}", {"gracePeriodSeconds": 0},

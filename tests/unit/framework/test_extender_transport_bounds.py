@@ -5,9 +5,11 @@ details, and a preempt answer may only narrow the candidates it was sent."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -299,7 +301,12 @@ def test_a_symlink_out_of_the_tls_directory_is_refused(transport: ExtenderTransp
     ids=["missing", "the-directory", "garbage-through-a-symlink-inside", "unreadable", "garbage-client-cert"],
 )
 def test_tls_file_errors_carry_no_os_details(
-    transport: ExtenderTransport, tmp_path: Path, files: dict[str, str], field: str, message: str
+    transport: ExtenderTransport,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    files: dict[str, str],
+    field: str,
+    message: str,
 ) -> None:
     """A Secret volume's layout: files are symlinks to ``..data/``, itself a symlink, all inside."""
     tls_dir = tmp_path / "tls"
@@ -309,9 +316,16 @@ def test_tls_file_errors_carry_no_os_details(
     (tls_dir / "data").symlink_to("..data")
     unreadable = tls_dir / "unreadable.pem"
     unreadable.write_text("x")
-    unreadable.chmod(0)
-    if files.get("ca_file") == unreadable.name and os.access(unreadable, os.R_OK):
-        pytest.skip("running as root: every file is readable")
+    # The OS's refusal to open it, as a process without root gets it for a mode-0 file (root reads any
+    # file, so chmod alone would not refuse it wherever the tests run as root).
+    load = ssl.SSLContext.load_verify_locations
+
+    def refusing(context: ssl.SSLContext, cafile: Any = None, *args: Any, **kwargs: Any) -> None:
+        if cafile is not None and os.path.realpath(cafile) == os.path.realpath(unreadable):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(cafile))
+        load(context, cafile, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", refusing)
     with pytest.raises(TLSError) as e:
         build_extenders([_tls_spec(tls_dir, **files)], transport)
     assert e.value.field == f"spec.extenders[0].tlsConfig.{field}"
