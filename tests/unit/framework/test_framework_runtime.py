@@ -35,8 +35,8 @@ from kopf_scheduler.framework.runtime.framework import Framework, NodeStatuses
 from kopf_scheduler.framework.status import SKIP, WAIT, Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins.node_resources_fit import Args as FitArgs
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit
-from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.testing import VirtualClock, make_node, make_pod
+from kopf_scheduler.testing.framework import make_framework
 
 NAMES = [f"n{i}" for i in range(6)]
 
@@ -67,28 +67,16 @@ def _framework(
     clock: VirtualClock | None = None,
     snapshot: Snapshot | None = None,
 ) -> Framework:
-    score = list(score)
-    everything = [*pre_filter, *filter, *pre_score, *score, *reserve, *permit]
-    return Framework(
-        profile_name="p",
-        percentage_of_nodes_to_score=None,
-        plugins={p.name: p for p in everything},
-        pre_enqueue=[],
-        queue_sort=PrioritySort(),
-        pre_filter=list(pre_filter),
-        filter=list(filter),
-        post_filter=[],
-        pre_score=list(pre_score),
+    return make_framework(
+        pre_filter=pre_filter,
+        filter=filter,
+        pre_score=pre_score,
         score=score,
-        score_weights=weights if weights is not None else {p.name: 1 for p in score},
-        reserve=list(reserve),
-        permit=list(permit),
-        pre_bind=[],
-        bind=[],
-        post_bind=[],
-        client=None,  # type: ignore[arg-type]
-        clock=clock or VirtualClock(),
-        current_snapshot=snapshot,
+        weights=weights,
+        reserve=reserve,
+        permit=permit,
+        clock=clock,
+        snapshot=snapshot,
     )
 
 

@@ -22,8 +22,8 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime import framework as runtime_framework
 from kopf_scheduler.framework.runtime.framework import FilterOutcome, Framework
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
-from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.testing import make_node, make_pod
+from kopf_scheduler.testing.framework import make_framework
 
 NAMES = [f"n{i}" for i in range(8)]
 
@@ -79,25 +79,7 @@ def _snapshot(names: Sequence[str] = NAMES) -> Snapshot:
 
 
 def _framework(filters: Sequence[FilterPlugin]) -> Framework:
-    return Framework(
-        profile_name="p",
-        percentage_of_nodes_to_score=None,
-        plugins={p.name: p for p in filters},
-        pre_enqueue=[],
-        queue_sort=PrioritySort(),
-        pre_filter=[],
-        filter=list(filters),
-        post_filter=[],
-        pre_score=[],
-        score=[],
-        score_weights={},
-        reserve=[],
-        permit=[],
-        pre_bind=[],
-        bind=[],
-        post_bind=[],
-        client=None,  # type: ignore[arg-type]
-    )
+    return make_framework(filter=filters)
 
 
 POD = PodInfo(make_pod().name("p").obj())

@@ -14,11 +14,10 @@ from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime import framework as runtime_framework
-from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.plugins import node_name, node_unschedulable
 from kopf_scheduler.plugins.node_resources_fit import Args, NodeResourcesFit
-from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.testing import make_node, make_pod
+from kopf_scheduler.testing.framework import make_framework
 
 GPU = "example.com/gpu"
 FPGA = "other.io/fpga"
@@ -179,25 +178,7 @@ def test_find_feasible_reports_the_per_node_chain(
         node_name.new(node_name.Args(), _Handle(snapshot)),
         NodeResourcesFit(args),
     ]
-    framework = Framework(
-        profile_name="p",
-        percentage_of_nodes_to_score=None,
-        plugins={p.name: p for p in filters},
-        pre_enqueue=[],
-        queue_sort=PrioritySort(),
-        pre_filter=[],
-        filter=filters,  # type: ignore[arg-type]
-        post_filter=[],
-        pre_score=[],
-        score=[],
-        score_weights={},
-        reserve=[],
-        permit=[],
-        pre_bind=[],
-        bind=[],
-        post_bind=[],
-        client=None,  # type: ignore[arg-type]
-    )
+    framework = make_framework(filter=filters)
     state = CycleState()
     with mock.patch.object(runtime_framework, "MIN_FILTER_CHUNK", chunk):
         outcome = framework.find_feasible(state, pod, snapshot, rows, num_to_find)

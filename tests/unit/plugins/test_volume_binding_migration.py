@@ -25,16 +25,15 @@ from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import CSI_NODES
 from kopf_scheduler.framework.objects.storage import parse_persistent_volume, parse_persistent_volume_claim
-from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.selectors import NodeSelector
 from kopf_scheduler.framework.status import error, unresolvable
 from kopf_scheduler.plugins._csi_translation import translate_topology, translated_affinity
-from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.volume_binding import ERR_REASON_NODE_CONFLICT, Args, VolumeBinding
 from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, Provision, StaticBinding, VolumeBinder
 from kopf_scheduler.plugins.volume_binding.binding import PodVolumesBinding
 from kopf_scheduler.plugins.volume_binding.claims import VolumeBindingError
 from kopf_scheduler.testing import make_node
+from kopf_scheduler.testing.framework import make_framework
 
 GCE_PD = "kubernetes.io/gce-pd"
 GKE_ZONE = "topology.gke.io/zone"
@@ -112,25 +111,7 @@ def test_find_pod_volumes_with_csi_migration(zone: str, migrated: str | None, re
 def _filter_chain(items: list[dict[str, Any]], target: NodeInfo, migrated: str | None) -> Any:
     handle = FakeHandle(stores(*items, csi=migrated), [target])
     plugin = VolumeBinding(Args(), handle)
-    framework = Framework(
-        profile_name="p",
-        percentage_of_nodes_to_score=None,
-        plugins={plugin.name: plugin},
-        pre_enqueue=[],
-        queue_sort=PrioritySort(),
-        pre_filter=[plugin],
-        filter=[plugin],
-        post_filter=[],
-        pre_score=[],
-        score=[],
-        score_weights={},
-        reserve=[],
-        permit=[],
-        pre_bind=[],
-        bind=[],
-        post_bind=[],
-        client=None,  # type: ignore[arg-type]
-    )
+    framework = make_framework(pre_filter=[plugin], filter=[plugin])
     state, pod = CycleState(), pod_with_claims("pvc-migration-bound")
     _, pre, _ = framework.run_pre_filter(state, pod, [target])
     assert pre is None

@@ -31,12 +31,11 @@ from kopf_scheduler.backend.objects import ClusterObjects
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.status import Code, Status, error
 from kopf_scheduler.plugins import node_volume_limits
-from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.volume_binding import Args, VolumeBinding
 from kopf_scheduler.plugins.volume_binding.claims import VolumeBindingError
+from kopf_scheduler.testing.framework import make_framework
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KINDS = {kind.kind: kind for kind in WATCHED_KINDS}
@@ -311,25 +310,7 @@ def test_filtering_with_the_volume_plugins_equals_the_per_node_chain(cluster: An
     store, snapshot, incoming, rows, _ = cluster
     handle = VolumeHandle(store, snapshot)
     plugins = [node_volume_limits.new(None, handle), VolumeBinding(Args(), handle)]
-    framework = Framework(
-        profile_name="p",
-        percentage_of_nodes_to_score=None,
-        plugins={p.name: p for p in plugins},
-        pre_enqueue=[],
-        queue_sort=PrioritySort(),
-        pre_filter=list(plugins),
-        filter=list(plugins),
-        post_filter=[],
-        pre_score=[],
-        score=[],
-        score_weights={},
-        reserve=[],
-        permit=[],
-        pre_bind=[],
-        bind=[],
-        post_bind=[],
-        client=None,  # type: ignore[arg-type]
-    )
+    framework = make_framework(pre_filter=plugins, filter=plugins)
     state = CycleState()
     _, pre, _ = framework.run_pre_filter(state, incoming, snapshot.node_infos)
     if pre is not None:

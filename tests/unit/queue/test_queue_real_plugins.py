@@ -10,29 +10,12 @@ from kopf_scheduler.framework.interface import FilterPlugin
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.scheduling_gates import SchedulingGates
+from kopf_scheduler.testing.framework import make_framework
 
 
 def _framework() -> Framework:
     sort, gates = PrioritySort(), SchedulingGates()
-    return Framework(
-        profile_name="default-scheduler",
-        percentage_of_nodes_to_score=None,
-        plugins={sort.name: sort, gates.name: gates},
-        pre_enqueue=[gates],
-        queue_sort=sort,
-        pre_filter=[],
-        filter=[],
-        post_filter=[],
-        pre_score=[],
-        score=[],
-        score_weights={},
-        reserve=[],
-        permit=[],
-        pre_bind=[],
-        bind=[],
-        post_bind=[],
-        client=None,  # type: ignore[arg-type]  # the queue never binds
-    )
+    return make_framework(profile_name="default-scheduler", queue_sort=sort, pre_enqueue=[gates])
 
 
 def test_real_priority_sort_and_scheduling_gates():
