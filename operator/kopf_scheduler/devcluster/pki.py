@@ -1,8 +1,10 @@
 """Credentials for a throw-away local API server, made with the ``openssl`` command line.
 
 One CA signs the serving certificate (valid for 127.0.0.1 / localhost and the in-cluster service names);
-a separate EC key signs service-account tokens; a random bearer token in ``system:masters`` is the only
-user. EC P-256 keys are used throughout because they are generated instantly.
+a separate EC key signs service-account tokens; a random bearer token in ``system:masters`` is the admin
+user, and a few more tokens name ordinary users (``DEV_USERS``, in ``DEV_USERS_GROUP`` only) whom a test
+grants exactly the RBAC it wants, so the audit log tells their requests apart. EC P-256 keys are used
+throughout because they are generated instantly.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from kopf_scheduler.errors import UsageError
 
 ADMIN_USER = "kopf-scheduler-admin"
 ADMIN_GROUP = "system:masters"
+DEV_USERS = ("dev-user-a", "dev-user-b", "dev-user-c")
+DEV_USERS_GROUP = "kopf-scheduler-dev-users"
 SERVING_SANS = (
     "IP:127.0.0.1",
     "IP:10.0.0.1",
@@ -39,6 +43,7 @@ class Pki:
     sa_pub: Path
     token_file: Path
     token: str
+    user_tokens: dict[str, str]
 
 
 def token_file_line(token: str, user: str = ADMIN_USER, group: str = ADMIN_GROUP) -> str:
@@ -62,6 +67,7 @@ def create(directory: Path) -> Pki:
         sa_pub=d / "sa.pub",
         token_file=d / "tokens.csv",
         token=secrets.token_hex(32),
+        user_tokens={user: secrets.token_hex(32) for user in DEV_USERS},
     )
     for key in (pki.ca_key, pki.serving_key, pki.sa_key):
         _openssl(*_KEY_ARGS, "-out", str(key))
@@ -88,7 +94,9 @@ def create(directory: Path) -> Pki:
         "-CAcreateserial", "-days", "3650", "-extfile", str(ext), "-out", str(pki.serving_cert),
     )  # fmt: skip
     _openssl("pkey", "-in", str(pki.sa_key), "-pubout", "-out", str(pki.sa_pub))
-    pki.token_file.write_text(token_file_line(pki.token))
+    lines = [token_file_line(pki.token)]
+    lines += [token_file_line(tok, user, DEV_USERS_GROUP) for user, tok in pki.user_tokens.items()]
+    pki.token_file.write_text("".join(lines))
     for path in d.iterdir():
         path.chmod(0o600)
     return pki
