@@ -45,7 +45,13 @@ def test_pki_serving_cert_verifies_against_ca(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert "IP Address:127.0.0.1" in text and "DNS:localhost" in text
-    assert creds.token_file.read_text() == pki.token_file_line(creds.token)
+    lines = creds.token_file.read_text().splitlines()
+    assert lines[0] == f'{creds.token},kopf-scheduler-admin,kopf-scheduler-admin,"system:masters"'
+    users = {line.split(",")[1]: line.split(",", 3)[3] for line in lines[1:]}
+    assert users == {
+        user: '"kopf-scheduler-dev-users"' for user in ("dev-user-a", "dev-user-b", "dev-user-c")
+    }
+    assert len({line.split(",")[0] for line in lines}) == 4  # every token its own
     assert all(p.stat().st_mode & 0o077 == 0 for p in creds.token_file.parent.iterdir())
 
 
