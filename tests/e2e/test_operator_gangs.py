@@ -18,7 +18,6 @@ SchedulingProfile with the Coscheduling plugin, as a training operator's job wou
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 import pytest
@@ -119,12 +118,17 @@ def _wait_status(cp: ClusterHarness, scope: Scope, name: str, timeout: float = 1
     )
 
 
-def _stays_unbound(scope: Scope, names: list[str], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        bound = sorted(set(scope.bound()) & set(names))
-        assert not bound, f"bound before the gang was complete: {bound}"
-        time.sleep(0.2)
+def _stays_unbound(scope: Scope, names: list[str], scheduler: str) -> None:
+    """None of ``names`` is bound, checked once a barrier pod created after them has been bound by the
+    same scheduler: the loop had its chance to take them (their events came first; a pod without a
+    group needs nothing from them), so their absence is a decision, not a slow start."""
+    barrier = scope.name(f"barrier-{len(scope.bound())}")
+    scope.create_pod(barrier, scheduler, requests={"cpu": "1m", "memory": "1Mi"})
+    scope.wait_bound(barrier, timeout=20)
+    bound = sorted(set(scope.bound()) & set(names))
+    assert not bound, f"bound before the gang was complete: {bound}"
+    scope.cp.delete(f"/api/v1/namespaces/{scope.namespace}/pods/{barrier}")
+    wait_until(lambda: barrier not in scope.pods(), 15, f"barrier pod {barrier} deleted")
 
 
 def _label_nodes(cp: ClusterHarness, nodes: list[str], labels: dict[str, str]) -> None:
@@ -156,13 +160,13 @@ def test_a_gang_that_fits_is_bound_at_once_and_only_once_every_member_is_assumed
     members = [f"worker-{i}" for i in range(4)]
     for name in members[:3]:
         _member(scope, name, "train", scheduler)
-    _stays_unbound(scope, members, 2.0)  # three of four exist: held back before any attempt
+    _stays_unbound(scope, members, scheduler)  # three of four exist: held back before any attempt
     _member(scope, members[3], "train", scheduler, selector={**scope.label, READY: "yes"})
 
     # the fourth fits nowhere yet; the other three are assumed and wait for it at Permit
     event = scope.wait_event("FailedScheduling", members[3])
     assert "didn't match Pod's node affinity/selector" in event["message"], dumps(event)
-    _stays_unbound(scope, members, 3.0)
+    _stays_unbound(scope, members, scheduler)
     _wait_status(control_plane, scope, "train", phase="Scheduling", scheduled=0)
 
     _label_nodes(control_plane, nodes, {READY: "yes"})
@@ -211,7 +215,7 @@ def test_a_gang_where_only_three_fit_binds_none_and_all_once_a_node_is_added(
     released_message = on_one_node("optimistic rejection in PostFilter")
     released = [e for e in scope.events("FailedScheduling") if e["message"] == released_message]
     assert released, dumps(scope.events("FailedScheduling"))
-    _stays_unbound(scope, members, 3.0)
+    _stays_unbound(scope, members, scheduler)
 
     scope.nodes(1, "extra", cpu="2", memory="8Gi", pods="110")
     for name in members:
@@ -237,7 +241,7 @@ def test_min_resources_the_cluster_cannot_hold_are_refused_at_pre_filter(
     assert "PodGroup " in event["message"] and "gets rejected due to Pod worker-0" in event["message"], dumps(
         event
     )
-    _stays_unbound(scope, ["worker-0", "worker-1"], 2.0)
+    _stays_unbound(scope, ["worker-0", "worker-1"], scheduler)
     _wait_status(control_plane, scope, "huge", phase="Scheduling", scheduled=0)
     assert not operator.problems(), operator.problems()
 
@@ -301,9 +305,9 @@ def test_two_gangs_competing_for_room_for_one_bind_one_whole_and_leave_the_other
         20,
         f"gang {loser} rejected",
     )
-    for _ in range(20):  # settled: the winner whole, the loser with no member bound, sample after sample
-        sample()
-        time.sleep(0.1)
+    # settled: the winner whole, the loser with no member bound, also after the loop took a later pod
+    _stays_unbound(scope, gangs[loser], scheduler)
+    sample()
     after = samples[samples.index(settled) :]
     assert all(s == {winner: 4, loser: 0} for s in after), after
     assert all(n in (0, 4) for s in after for n in s.values()), after
