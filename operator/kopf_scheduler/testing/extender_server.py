@@ -1,6 +1,7 @@
 """A scripted scheduler extender for tests: an HTTP server on loopback (standard library, in a thread)
 that answers each verb with what the test says (a JSON document, an HTTP status, after a delay) and keeps
-every request it received. ``unused_url`` gives a URL nothing listens on.
+every request it received. ``unused_url`` gives a URL nothing listens on; ``node_snapshot`` makes a
+snapshot of a few named nodes.
 
     with FakeExtender({"filter": Answer({"NodeNames": ["n1"]})}) as ext:
         ...  # configure urlPrefix ext.url; ext.requests holds (verb, decoded body) pairs
@@ -15,6 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from kopf_scheduler.backend.cache.snapshot import Snapshot
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.testing.builders import make_node
 
 
 @dataclass(frozen=True)
@@ -101,3 +106,12 @@ def unused_url(host: str = "127.0.0.1") -> str:
 
 
 __all__ = ["Answer", "FakeExtender", "Reply", "unused_url"]
+
+
+def node_snapshot(*names: str) -> Snapshot:
+    """A snapshot of nodes ``names`` (4 cpu, 8Gi, 10 pods each), as an extender call is made over."""
+    snapshot = Snapshot()
+    snapshot.rebuild(
+        [NodeInfo(make_node().name(n).capacity(cpu="4", memory="8Gi", pods=10).obj()) for n in names]
+    )
+    return snapshot

@@ -5,13 +5,13 @@ timeouts and errors worded as kube-scheduler words them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 from kopf_scheduler.api.extenders import ExtenderSpec, ManagedResource, TLSConfig
+from kopf_scheduler.backend.cache.snapshot import Snapshot
 from kopf_scheduler.framework.extenders import (
     ExtenderError,
     ExtenderTransport,
@@ -20,34 +20,12 @@ from kopf_scheduler.framework.extenders import (
     build_extenders,
 )
 from kopf_scheduler.framework.extenders import scheduling as extending
-from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Code, Status, unresolvable, unschedulable
-from kopf_scheduler.testing import make_node, make_pod
-from kopf_scheduler.testing.extender_server import Answer, FakeExtender, unused_url
+from kopf_scheduler.testing import make_pod
+from kopf_scheduler.testing.extender_server import Answer, FakeExtender, node_snapshot, unused_url
 
 GPU = "example.com/gpu"
-
-
-class Snapshot:
-    def __init__(self, *names: str) -> None:
-        self.node_infos = [
-            NodeInfo(make_node().name(n).capacity(cpu="4", memory="8Gi", pods=10).obj()) for n in names
-        ]
-
-    def index_of(self, name: str) -> int | None:
-        return next((i for i, n in enumerate(self.node_infos) if n.name == name), None)
-
-    def get(self, name: str) -> NodeInfo | None:
-        i = self.index_of(name)
-        return None if i is None else self.node_infos[i]
-
-
-@pytest.fixture
-async def transport() -> AsyncIterator[ExtenderTransport]:
-    t = ExtenderTransport()
-    yield t
-    await t.close()
 
 
 def _ext(transport: ExtenderTransport, url: str, **fields: Any) -> HTTPExtender:
@@ -60,7 +38,7 @@ GPU_POD = PodInfo(make_pod().name("g").namespace("ns").uid("u2").limits(**{GPU: 
 
 @pytest.fixture
 def snapshot() -> Snapshot:
-    return Snapshot("n1", "n2", "n3", "n4")
+    return node_snapshot("n1", "n2", "n3", "n4")
 
 
 # -- IsInterested ---------------------------------------------------------------------------------------
@@ -331,7 +309,7 @@ async def test_bind_error_in_answer(transport: ExtenderTransport) -> None:
 
 # -- preempt --------------------------------------------------------------------------------------------
 async def test_process_preemption_maps_uids_back_to_pods(transport: ExtenderTransport) -> None:
-    snapshot = Snapshot("n1", "n2")
+    snapshot = node_snapshot("n1", "n2")
     victim = PodInfo(make_pod().name("v").namespace("ns").uid("v1").node("n1").priority(-1).obj())
     snapshot.node_infos[0].add_pod(victim)
     answer = {"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "v1"}], "NumPDBViolations": 1}}}

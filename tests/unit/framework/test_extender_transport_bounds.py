@@ -30,36 +30,16 @@ from kopf_scheduler.framework.extenders import (
 from kopf_scheduler.framework.extenders import scheduling as extending
 from kopf_scheduler.framework.extenders import transport as transport_module
 from kopf_scheduler.framework.extenders.transport import Endpoint, response_limit
-from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Code
-from kopf_scheduler.testing import make_node, make_pod
-from kopf_scheduler.testing.extender_server import Answer, FakeExtender
+from kopf_scheduler.testing import make_pod
+from kopf_scheduler.testing.extender_server import Answer, FakeExtender, node_snapshot
 
 POD = PodInfo(make_pod().name("p").namespace("ns").uid("u1").priority(100).req(cpu="1").obj())
 REFUSED = (
     "is a link-local or cloud metadata address: refused (the operator flag --allow-extender-link-local "
     "allows it)"
 )
-
-
-class Snapshot:
-    def __init__(self, *names: str) -> None:
-        self.node_infos = [NodeInfo(make_node().name(n).capacity(cpu="4", pods=10).obj()) for n in names]
-
-    def index_of(self, name: str) -> int | None:
-        return next((i for i, n in enumerate(self.node_infos) if n.name == name), None)
-
-    def get(self, name: str) -> NodeInfo | None:
-        i = self.index_of(name)
-        return None if i is None else self.node_infos[i]
-
-
-@pytest.fixture
-async def transport() -> AsyncIterator[ExtenderTransport]:
-    t = ExtenderTransport()
-    yield t
-    await t.close()
 
 
 class Server:
@@ -182,7 +162,7 @@ async def test_an_oversized_filter_answer_fails_the_attempt_as_any_extender_erro
     )
     with pytest.raises(extending.ExtenderFailure) as e:
         await extending.find_nodes_that_pass_extenders(
-            [ext], POD, np.arange(1), Snapshot("n1"), lambda *_: None
+            [ext], POD, np.arange(1), node_snapshot("n1"), lambda *_: None
         )
     assert e.value.status.code == Code.ERROR
     assert "the answer exceeds 1000 bytes" in e.value.status.message()
@@ -204,7 +184,7 @@ async def test_link_local_literals_are_refused_at_call_time(
     """``ExtenderSpec``s made in code skip validation: the call itself refuses, before any connection."""
     [ext] = build_extenders([ExtenderSpec(url, filter_verb="filter")], transport)
     with pytest.raises(ExtenderError) as e:
-        await ext.filter(POD, Snapshot("n1").node_infos)
+        await ext.filter(POD, node_snapshot("n1").node_infos)
     assert str(e.value) == f'Post "{url}/filter": {host} {REFUSED}'
     assert transport._sessions == {}  # no session, so no connection, was even made
 
@@ -339,7 +319,7 @@ def _victim(name: str, priority: int, node: str = "n1") -> PodInfo:
 
 
 async def test_a_preempt_answer_may_only_narrow_the_candidates(transport: ExtenderTransport) -> None:
-    snapshot = Snapshot("n1", "n2", "n3")
+    snapshot = node_snapshot("n1", "n2", "n3")
     low, other, high, elsewhere = (
         _victim("low", 1),
         _victim("other", 1),
