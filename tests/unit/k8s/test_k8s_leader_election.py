@@ -15,7 +15,7 @@ import pytest
 from _fake_api import Call, FakeRest  # type: ignore[import-not-found]
 from _lease_server import LeaseServer  # type: ignore[import-not-found]
 
-from kopf_scheduler.k8s.leader import LeaderElector, LeadershipLost
+from kopf_scheduler.k8s.leader import JITTER_FACTOR, LeaderElector, LeadershipLost
 from kopf_scheduler.testing import VirtualClock
 
 WALL = 1767225600.0  # 2026-01-01T00:00:00Z
@@ -134,20 +134,30 @@ async def test_a_takeover_that_conflicts_with_the_holders_renewal_does_not_lead(
     await _settle()  # b's record observed now: valid for 15 s on a's clock
     assert leading.started == 0
 
+    renewed: list[float] = []  # a's clock when b renewed, in the middle of a's takeover
+    puts: list[float] = []  # a's clock at each of a's PUTs
+
     def b_renews_first(call: Call) -> None:
         if call.method == "PUT" and call.body["spec"]["holderIdentity"] == "a":
-            server.write_as("b", "2026-01-01T00:00:20.000000Z")
+            puts.append(clock.now())
+            if not renewed:
+                server.write_as("b", "2026-01-01T00:00:20.000000Z")
+                renewed.append(clock.now())
 
     server.before_write = b_renews_first
     await _advance(clock, 20.0)  # the record looks expired: a tries to take it, and gets 409
-    puts = [c for c in rest.calls if c.method == "PUT"]
-    assert len(puts) == 1 and puts[0].body["spec"]["holderIdentity"] == "a"
-    assert leading.started == 0 and not elector.is_leader and elector.leader == "b"
-    server.before_write = None
+    assert len(puts) == 1 and leading.started == 0 and not elector.is_leader and elector.leader == "b"
+    assert puts[0] >= 15.0  # not before b's first record was 15 s old
     await _advance(clock, 10.0)  # b's renewal restarted a's wait: still not 15 s since it was seen
-    assert len([c for c in rest.calls if c.method == "PUT"]) == 1 and leading.started == 0
-    await _advance(clock, 10.0)  # b stopped renewing 15 s ago (a's clock): a takes over
+    assert len(puts) == 1 and leading.started == 0
+    # b stopped renewing: a takes over once 15 s have passed since it saw the renewal, at the first
+    # retry after that (retry 2 s, jittered by up to 1.2x: two retries at most)
+    latest = renewed[0] + 15.0 + 2 * (2.0 + 2.0 * JITTER_FACTOR) + 1.0
+    while leading.started == 0 and clock.now() < latest:
+        await _advance(clock, 0.5)
     assert leading.started == 1 and elector.is_leader
+    assert len(puts) == 2 and puts[1] >= renewed[0] + 15.0, (renewed, puts)
+    assert [c.method for c in rest.calls].count("PUT") == 2
     assert server.lease is not None and server.lease["spec"]["holderIdentity"] == "a"
     assert server.lease["spec"]["leaseTransitions"] == 1
     run.cancel()
