@@ -137,9 +137,12 @@ async def test_a_patch_in_flight_is_followed_not_overtaken(rest: FakeRest) -> No
     writer = PodStatusWriter(rest, VirtualClock(), workers=4)  # type: ignore[arg-type]
     p = pod()
     writer.record_failure(p, "Unschedulable", "first", None)
-    await asyncio.sleep(0.01)
+    async with asyncio.timeout(5):
+        while not rest.calls:
+            await asyncio.sleep(0)
     writer.record_failure(p, "Unschedulable", "second", None)
-    await asyncio.sleep(0.01)
+    for _ in range(50):  # every free worker has had its turn
+        await asyncio.sleep(0)
     assert len(rest.calls) == 1  # the second waits for the first although workers are free
     rest.gate.set()
     assert await writer.close(1.0)

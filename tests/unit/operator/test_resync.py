@@ -121,17 +121,21 @@ async def test_a_listing_is_followed_by_one_reconciliation_once_it_is_quiet() ->
         calls.append(path)
         return await cluster.list_objects(path)
 
-    resync = Resync(scheduler, counting, quiet=0.05)
-    for name in ("running", "pending"):
-        resync.pod_seen(_uid(objects[name]), listed=True)
-        await asyncio.sleep(0.02)
-    assert calls == []  # still listing
+    now = [0.0]  # the resync's clock: quiet periods are measured on it, not on the machine's
+    resync = Resync(scheduler, counting, quiet=0.05, clock=lambda: now[0])
+    resync.pod_seen(_uid(objects["running"]), listed=True)
+    now[0] = 0.04
+    resync.pod_seen(_uid(objects["pending"]), listed=True)  # the listing goes on: quiet from here
+    now[0] = 0.08
+    for _ in range(3):  # the resync task wakes and finds the quiet period not over on its clock
+        await asyncio.sleep(0.05)
+    assert calls == []  # not quiet for 0.05 yet on its clock
+    now[0] = 0.1
     one_round = ["/api/v1/nodes", "/api/v1/pods", *(kind.list_path for kind in WATCHED_KINDS)]
     async with asyncio.timeout(5):
-        while len(calls) < len(one_round):
+        while resync._task is not None and not resync._task.done():
             await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)  # two quiet periods more: no second round follows
-    assert calls == one_round
+    assert calls == one_round  # one round, and the task that would run another has ended
     assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
     await resync.stop()
 
