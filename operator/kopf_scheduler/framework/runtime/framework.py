@@ -376,10 +376,16 @@ class Framework:
         return None
 
     def run_filter_with_nominated_pods(
-        self, state: CycleState, pod: PodInfo, node: NodeInfo
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        node: NodeInfo,
+        without: Sequence[FilterPlugin] | None = None,
     ) -> Status | None:
         """Filters as if nominated pods of equal or higher priority were already on the node: the pod must
-        fit with them and without them (upstream's ``RunFilterPluginsWithNominatedPods``)."""
+        fit with them and without them (upstream's ``RunFilterPluginsWithNominatedPods``). ``without``:
+        the filters still to run for the pass without them, when the caller knows the others pass there
+        (the vectorised filters that kept the node); the whole chain when None."""
         nominated = [
             p
             for p in self.nominator.nominated_pods_for_node(node.name)
@@ -394,6 +400,8 @@ class Framework:
             status = self.run_filter_chain(state_with, pod, node_with)
             if status is not None:
                 return status
+        if without is not None:
+            return self.run_filters(without, state, pod, node)
         return self.run_filter_chain(state, pod, node)
 
     def find_feasible(
@@ -512,6 +520,9 @@ class Framework:
                 if status is None:
                     continue
                 rejected_by[pos] = -1
+            elif node.name in nominated_nodes and (erred is None or not erred[pos]):
+                # kept by the vectorised filters: without the nominated pods only the others can fail
+                status = self.run_filter_with_nominated_pods(state, pod, node, scalar)
             elif node.name in nominated_nodes:
                 status = self.run_filter_with_nominated_pods(state, pod, node)
             elif erred is not None and erred[pos]:  # the whole chain: an earlier filter may reject first
