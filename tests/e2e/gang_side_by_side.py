@@ -215,6 +215,8 @@ class Case:
     cp: ClusterHarness
     name: str
     outcome: Outcome = field(default_factory=Outcome)
+    #: the barrier pods `watch` created (and deleted)
+    barriers: list[str] = field(default_factory=list)
 
     @property
     def namespace(self) -> str:
@@ -319,14 +321,27 @@ class Case:
             time.sleep(0.1)
         return bound
 
-    def watch(self, seconds: float) -> list[str]:
-        """Every pod seen bound during ``seconds`` (after the positive signal a checkpoint waited for)."""
+    def watch(self) -> list[str]:
+        """Every pod seen bound until a barrier pod, created now, has been bound by the same scheduler
+        (it belongs to no group and asks for no cpu, so nothing holds it back): the scheduler had its
+        chance to bind the others first. The barrier is then deleted and not listed."""
+        barrier = f"barrier-{len(self.barriers)}"
+        self.barriers.append(barrier)
+        body = pod_manifest(
+            barrier, self.namespace, requests={"memory": "1Mi"}, schedulerName=SCHEDULER,
+            nodeSelector=dict(self.label),
+        )  # fmt: skip
+        self.cp.post(f"/api/v1/namespaces/{self.namespace}/pods", body)
         seen: set[str] = set()
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+
+        def barrier_bound() -> bool:
             seen.update(self.bound())
-            time.sleep(0.1)
-        return sorted(seen)
+            return barrier in seen
+
+        wait_until(barrier_bound, 60, f"barrier pod {self.namespace}/{barrier} bound")
+        self.delete_pod(barrier)
+        wait_until(lambda: barrier not in self.bound(), 20, f"barrier pod {barrier} deleted")
+        return sorted(seen - set(self.barriers))
 
     def cleanup(self) -> None:
         ns = self.namespace
@@ -357,10 +372,10 @@ def gang_bound_at_once(case: Case) -> None:
     case.pod_group("train", 4)
     for name in WORKERS[:3]:
         case.pod(name, "train")
-    case.outcome.checkpoints["three of four created"] = case.watch(2.0)
+    case.outcome.checkpoints["three of four created"] = case.watch()
     case.pod(WORKERS[3], "train", selector={**case.label, READY: "yes"})
     case.wait_message(WORKERS[3], "didn't match Pod's node affinity/selector")
-    case.outcome.checkpoints["the fourth fits nowhere"] = case.watch(3.0)
+    case.outcome.checkpoints["the fourth fits nowhere"] = case.watch()
     case.label_nodes(nodes, {READY: "yes"})
     case.outcome.checkpoints["the nodes labelled for it"] = case.settle(WORKERS, 40)
 
@@ -378,7 +393,7 @@ def three_of_four_fit(case: Case) -> None:
         20,
         "the gang rejected by its member that fits nowhere",
     )
-    case.outcome.checkpoints["room for three"] = case.watch(3.0)
+    case.outcome.checkpoints["room for three"] = case.watch()
     case.nodes(1, "extra", cpu="2")
     added = time.monotonic()
     case.outcome.checkpoints["a node added"] = case.settle(WORKERS, EVENTUALLY)
@@ -398,7 +413,7 @@ def min_resources_too_large(case: Case) -> None:
         20,
         "a member refused for the resource gap",
     )
-    case.outcome.checkpoints["refused"] = case.watch(2.0)
+    case.outcome.checkpoints["refused"] = case.watch()
 
 
 def _three_wait_at_permit(case: Case) -> None:
@@ -461,10 +476,9 @@ def gangs_compete(case: Case) -> None:
         return [m for pod in gangs[loser] for m in messages.get(pod, []) if re.search(rejected, m)]
 
     wait_until(loser_rejected, 30, f"gang {loser} rejected")
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        sample()
-        time.sleep(0.1)
+    seen = set(case.watch())  # settled: also once the scheduler has taken a later pod
+    samples.append({gang: len(seen & set(members)) for gang, members in gangs.items()})
+    sample()
     after = samples[samples.index(settled) :]
     case.outcome.notes["winner"] = winner
     case.outcome.checkpoints["samples with both gangs bound"] = [s for s in samples if all(s.values())]
