@@ -73,6 +73,8 @@ def default_crds_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
+AUDIT_POLICY_FILE = "audit-policy.yaml"
+AUDIT_LOG_FILE = "audit.log"
 # Writes at Metadata level (who, what, when, answer), reads not at all: enough to check who bound or
 # deleted which pod when, at a cost a 10,000-pod benchmark does not notice.
 AUDIT_POLICY: dict[str, Any] = {
@@ -145,7 +147,7 @@ class DevCluster:
 
     @property
     def audit_log(self) -> Path:
-        return self.state_dir / "audit.log"
+        return self.state_dir / AUDIT_LOG_FILE
 
     def user_kubeconfig(self, user: str) -> Path:
         """A kubeconfig for one of the ordinary users (`pki.DEV_USERS`), who can do nothing until a test
@@ -283,6 +285,7 @@ class DevCluster:
             shutil.rmtree(d / name, ignore_errors=True)
         names = [STATE_FILE, STATE_FILE + ".tmp", "kubeconfig", "kube-scheduler.yaml"]
         names += [f"{component}.log" for component in COMPONENTS]
+        names += [AUDIT_POLICY_FILE, AUDIT_LOG_FILE, *(f"kubeconfig-{user}" for user in pki.DEV_USERS)]
         for name in names:
             (d / name).unlink(missing_ok=True)
         with contextlib.suppress(OSError):
@@ -398,7 +401,7 @@ class DevCluster:
     def _audit_args(self) -> list[str]:
         if not self.audit:
             return []
-        policy = self.state_dir / "audit-policy.yaml"
+        policy = self.state_dir / AUDIT_POLICY_FILE
         policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
         # Blocking mode: a request's record is written before its response, so a test that has seen
         # a response finds its record.
