@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,8 @@ class HeapSettler:
         self.compact_every = compact_every
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        #: called with the compaction task once started (the operator's supervisor watches it)
+        self.watch: Callable[[asyncio.Task[None]], object] | None = None
 
     def start(self) -> None:
         """Collects and freezes what exists now (the cluster just listed); from then on, freezes the
@@ -36,15 +39,17 @@ class HeapSettler:
         if self._after_collection not in gc.callbacks:
             gc.callbacks.append(self._after_collection)
         self._task = self._loop.create_task(self._compact_periodically(), name="heap-compaction")
+        if self.watch is not None:
+            self.watch(self._task)
 
     async def stop(self) -> None:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._after_collection)
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None and not task.done():  # one that failed was reported by its supervisor
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
 
     @staticmethod
     def compact() -> None:

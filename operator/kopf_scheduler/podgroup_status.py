@@ -117,6 +117,8 @@ class PodGroupStatusKeeper:
         self.wall = wall
         self._dirty: set[Group] = set()
         self._task: asyncio.Task[None] | None = None
+        #: called with each write task started (the operator's supervisor watches it)
+        self.watch: Callable[[asyncio.Task[None]], object] | None = None
 
     def touch(self, group: Group | None) -> None:
         """The group's PodGroup or one of its pods changed: its status is looked at shortly."""
@@ -137,6 +139,8 @@ class PodGroupStatusKeeper:
         if self._task is None or self._task.done():
             with contextlib.suppress(RuntimeError):  # no running loop (a test feeding the scheduler)
                 self._task = asyncio.get_running_loop().create_task(self._later(delay), name="podgroups")
+                if self.watch is not None:
+                    self.watch(self._task)
 
     async def _later(self, delay: float) -> None:
         await asyncio.sleep(delay)
@@ -170,8 +174,8 @@ class PodGroupStatusKeeper:
         return failed
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None and not task.done():  # one that failed was reported by its supervisor
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task

@@ -123,12 +123,14 @@ class SchedulerService:
         self.leading = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self.heap = HeapSettler()
+        self.heap.watch = lambda task: self.supervisor.watch(task)
         # small pages: decoding one is a short pause of the loop, not a long one
         self.resync = Resync(self.scheduler, lambda path: self.client.list_objects(path, page_size=100))
         self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(
             self.scheduler, self._write_pod_group_status, active=self.leading.is_set
         )
+        self.podgroups.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.scheduler.group_members.on_change = self.podgroups.touch
         self._loop_task: asyncio.Task[None] | None = None
         self._leader_task: asyncio.Task[None] | None = None

@@ -1,10 +1,11 @@
 """Supervision of the operator's background tasks, and the start-up check of its ports.
 
 A task that must run for as long as the service runs (the scheduling loop while leading, leader election,
-the queue's flushes, the event and status writers, resyncs) and ends on its own, by an exception or by
-returning, leaves a process that looks alive and schedules nothing. The ``Supervisor`` turns that into a
-failure: one error line naming the task (with its traceback), ``/healthz`` red from then on, and the
-operator stopped with a non-zero exit code (``on_fatal``; ``handlers.runner`` sets it to stop Kopf).
+the queue's flushes, the event and status writers, resyncs, heap compaction, PodGroup status writes) and
+ends on its own, by an exception or by returning, leaves a process that looks alive and schedules
+nothing. The ``Supervisor`` turns that into a failure: one error line naming the task (with its
+traceback), ``/healthz`` red from then on, and the operator stopped with a non-zero exit code
+(``on_fatal``; ``handlers.runner`` sets it to stop Kopf).
 
 Guards: a task is watched only while it must run; the service stops watching it before it cancels it on
 purpose (``release``), and nothing counts once the service is stopping (``stopping``). The first failure
