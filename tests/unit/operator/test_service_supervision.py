@@ -225,8 +225,10 @@ async def test_graceful_stop_releases_the_lease_only_after_the_bindings_finished
     await until(lambda: "bind sent p" in api.log)
 
     stopping = asyncio.create_task(service.stop())
-    await asyncio.sleep(0.3)  # the loop has stopped; the binding is still in flight
-    assert api.log == ["bind sent p"]
+    await until(lambda: service._loop_task is None)  # the loop has stopped; the binding is in flight
+    for _ in range(50):  # every task that could release the lease has had its turn
+        await asyncio.sleep(0)
+    assert api.log == ["bind sent p"] and not stopping.done()
     api.bind_gate.set()
     await stopping
 
@@ -305,8 +307,7 @@ async def test_ready_when_synced_and_leading_or_standing_by() -> None:
     service = service_for(api)
     assert service.readiness() == (False, "initial lists not loaded yet")
     await service.start()
-    await asyncio.sleep(0.1)
-    assert service.readiness() == (True, "standing by")
+    await until(lambda: service.readiness() == (True, "standing by"))
     api.lease = None  # released: this one takes it
     await until(service.leading.is_set)
     assert service.readiness() == (True, "leading")
