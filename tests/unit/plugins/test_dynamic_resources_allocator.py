@@ -196,7 +196,7 @@ def test_class_selector_error_names_the_class() -> None:
     with pytest.raises(AllocationError) as e:
         allocate(claim("c", request(device_class_name="broken")), extra=(broken,))
     assert str(e.value).startswith(
-        "class broken: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:8:"
+        "class broken: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:7:"
     )
 
 

@@ -9,8 +9,11 @@ DRA library declares (``k8s.io/dynamic-resource-allocation/cel/compile.go``).
 - Compilation happens once per expression (an LRU cache shared by the plugin's cycles). What cel-go's
   checker refuses and ``celpy`` would only find at run time is refused at compile time here too: an
   identifier other than ``device`` (or a macro's variable), an unknown function or method, a field of
-  ``device`` it does not have. Errors are worded as upstream's (``compilation failed: ERROR:
-  <input>:1:8: undeclared reference to 'x' (in container '')``, ``no such key: model``).
+  ``device`` it does not have. Errors are worded and placed as upstream's (``compilation failed: ERROR:
+  <input>:1:1: undeclared reference to 'x' (in container '')``, a call at its ``(``, a field at its
+  ``.``; ``no such key: model``), except that a syntax error stops at the offending input: cel-go's
+  ANTLR parser adds what it expected there (``expecting {'[', '{', ...}``), which ``celpy``'s parser
+  cannot tell the same way. kube-apiserver refuses such selectors when a claim or class is written.
 - Cost: cel-go stops an evaluation past ``CELSelectorExpressionMaxCost`` (1,000,000) units with ``operation
   cancelled: actual cost limit exceeded``. ``celpy`` has no cost tracker; evaluation steps (nodes of the
   parse tree visited) are counted against the same limit instead, a bound of the same order.
@@ -105,6 +108,23 @@ def _located(message: str, expression: str, line: int, column: int) -> str:
     return f"ERROR: <input>:{line}:{column}: {message}\n | {text}\n | {'.' * (column - 1)}^"
 
 
+def _position(expression: str, offset: int) -> tuple[int, int]:
+    """The 1-based line and column of ``offset`` in ``expression``."""
+    line = expression.count("\n", 0, offset) + 1
+    return line, offset - (expression.rfind("\n", 0, offset) + 1) + 1
+
+
+def _where(expression: str, token: Any, at: str) -> tuple[int, int]:
+    """Where cel-go places an error about ``token``: a call at its ``(`` (``at="call"``), a field
+    selection at its ``.`` (``at="select"``), anything else at the token."""
+    start, end = int(token.start_pos), int(token.end_pos)
+    if at == "call" and (paren := expression.find("(", end)) >= 0:
+        return _position(expression, paren)
+    if at == "select" and (dot := expression.rfind(".", 0, start)) >= 0:
+        return _position(expression, dot)
+    return _position(expression, start)
+
+
 def _ident(tree: lark.Tree) -> str | None:
     """The name when ``tree`` is an expression made of a bare identifier."""
     while isinstance(tree, lark.Tree) and len(tree.children) == 1 and tree.data != "ident":
@@ -129,22 +149,22 @@ def _check(ast: lark.Tree, expression: str) -> None:
                     bound.add(name)
     for node in ast.iter_subtrees_topdown():
         token: Any = None
+        at = "token"
         if node.data == "ident" and str(node.children[0]) not in bound and node.children[0] != "device":
             token, what = node.children[0], f"undeclared reference to '{node.children[0]}' (in container '')"
         elif node.data in ("ident_arg", "member_dot_arg"):
             name = node.children[1] if node.data == "member_dot_arg" else node.children[0]
             if str(name) not in _KNOWN_FUNCTIONS:
-                token, what = name, f"undeclared reference to '{name}' (in container '')"
+                token, what, at = name, f"undeclared reference to '{name}' (in container '')", "call"
         elif (
             node.data == "member_dot"
             and _ident(node.children[0]) == "device"
             and str(node.children[1]) not in _DEVICE_FIELDS
         ):
-            token, what = node.children[1], f"undefined field '{node.children[1]}'"
+            token, what, at = node.children[1], f"undefined field '{node.children[1]}'", "select"
         if token is not None:
-            raise SelectorError(
-                "compilation failed: " + _located(what, expression, token.line, token.column), True
-            )
+            line, column = _where(expression, token, at)
+            raise SelectorError("compilation failed: " + _located(what, expression, line, column), True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +205,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         cause = e.__context__
         token = getattr(cause, "token", None)
         if token is not None and getattr(token, "type", "") == "$END":
+            line, column = _position(expression, len(expression))  # cel-go: just past the end
             what = "Syntax error: mismatched input '<EOF>'"
         elif token is not None:
             what = f"Syntax error: mismatched input '{token}'"
