@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
 import os
 import ssl
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +43,7 @@ class TokenSource(Protocol):
 
 @dataclass
 class StaticToken:
-    value: str
+    value: str = field(repr=False)
 
     def token(self) -> str:
         return self.value
@@ -96,10 +98,10 @@ class ConnectionInfo:
     insecure: bool = False
     tls_server_name: str | None = None
     client_cert: bytes | None = None  # PEM
-    client_key: bytes | None = None  # PEM
+    client_key: bytes | None = field(default=None, repr=False)  # PEM
     token: TokenSource | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     default_namespace: str = "default"
     #: where this came from, for messages: ``in-cluster`` or ``kubeconfig <path> (context <name>)``.
     source: str = ""
@@ -109,6 +111,12 @@ class ConnectionInfo:
         self.server = self.server.rstrip("/")
         if not self.server.startswith(("https://", "http://")):
             raise ConfigError(f"{self.source or 'connection'}: server {self.server!r} is not an http(s) URL")
+        credentials = self.token is not None or self.password is not None
+        if credentials and self.server.startswith("http://") and not _loopback(self.server):
+            raise ConfigError(
+                f"{self.source or 'connection'}: server {self.server!r} is plain http: a token or password "
+                "would cross the network in clear text (use https, or http only to a loopback address)"
+            )
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The TLS settings for aiohttp (None for plain http)."""
@@ -241,3 +249,13 @@ __all__ = [
     "is_in_cluster",
     "load_connection",
 ]
+
+
+def _loopback(url: str) -> bool:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -107,7 +107,7 @@ def test_certificate_without_key_is_refused(tmp_path: Path, certs: pki.Pki) -> N
 
 def test_token_file_is_reread_when_it_rotates(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("one\n")
-    info = load(write(tmp_path / "config", kubeconfig({"server": "http://k"}, {"tokenFile": "token"})))
+    info = load(write(tmp_path / "config", kubeconfig({"server": "https://k"}, {"tokenFile": "token"})))
     assert info.auth_headers() == {"Authorization": "Bearer one"}
     (tmp_path / "token").write_text("two\n")
     assert info.auth_headers() == {"Authorization": "Bearer one"}  # cached for a minute
