@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "kopf_scheduler.simulate.cli",
     "dev-cluster": "kopf_scheduler.devcluster.cli",
     "run": "kopf_scheduler.run_cli",
+    "profiles": "kopf_scheduler.profiles_cli",
 }
 
 

@@ -81,8 +81,11 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
-def schema_errors(spec: Any, base: str = "spec") -> list[ProfileError]:
-    errors = sorted(_VALIDATOR.iter_errors(spec), key=lambda e: list(map(str, e.absolute_path)))
+def schema_errors(
+    spec: Any, base: str = "spec", validator: jsonschema.protocols.Validator = _VALIDATOR
+) -> list[ProfileError]:
+    """``spec``'s violations of ``validator``'s schema (the spec schema unless told), by field path."""
+    errors = sorted(validator.iter_errors(spec), key=lambda e: list(map(str, e.absolute_path)))
     return [ProfileError(join_path(base, *e.absolute_path), _describe(e)) for e in errors]
 
 
