@@ -172,6 +172,7 @@ import pytest
 import yaml
 
 from kopf_scheduler.__main__ import main
+from kopf_scheduler.api.kube_scheduler_config import export_profile
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, SCHEDULER
 from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps
@@ -243,16 +244,6 @@ DEFAULT_SERVICE_ACCOUNT = "/api/v1/namespaces/default/serviceaccounts/default"
 #: label of the probe nodes, pods and objects, and of the barrier namespace (module docstring)
 PROBE_LABEL = "diff-probe"
 PROBE_ATTEMPTS = 40
-#: kube-scheduler v1.34's in-tree plugins (``pkg/scheduler/framework/plugins/registry.go``): the names a
-#: scenario's profile may use for kube-scheduler to be its oracle
-KUBE_SCHEDULER_PLUGINS = frozenset(
-    {
-        "PrioritySort", "SchedulingGates", "NodeName", "NodeUnschedulable", "NodeResourcesFit",
-        "NodeResourcesBalancedAllocation", "NodePorts", "NodeAffinity", "TaintToleration",
-        "PodTopologySpread", "InterPodAffinity", "ImageLocality", "VolumeRestrictions", "NodeVolumeLimits",
-        "VolumeBinding", "VolumeZone", "DynamicResources", "DefaultPreemption", "DefaultBinder",
-    }
-)  # fmt: skip
 #: scenarios (file stems) whose profile kube-scheduler has no equivalent of, and why: only simulate's
 #: expectations (tests/scenarios) check them; this test skips them, saying so. A scenario whose profile
 #: does not translate (``kube_scheduler_profile``) must be listed here, and one listed must not translate.
@@ -302,37 +293,14 @@ def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]
 
 def kube_scheduler_profile(spec: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     """A scenario's SchedulingProfile spec as one profile of kube-scheduler's KubeSchedulerConfiguration
-    (v1), or None and why kube-scheduler has no equivalent.
-
-    A SchedulingProfile spec has the fields of such a profile (``api/profile.py``), so they are passed on
-    as they are once each is checked to mean the same to kube-scheduler: ``schedulerName`` (the pods name
-    it; ``default-scheduler`` by default), ``percentageOfNodesToScore`` (per profile in v1),
-    ``plugins`` (any extension point; enabled entries with their weights, disabled ones, ``"*"``) and
-    ``pluginConfig`` (arguments under kube-scheduler's own names: NodeResourcesFit's ``scoringStrategy``
-    with LeastAllocated, MostAllocated or RequestedToCapacityRatio and its ``shape``,
-    PodTopologySpread's ``defaultConstraints``, ...), as long as every plugin named is one of
-    kube-scheduler's (``KUBE_SCHEDULER_PLUGINS``). ``extenders`` have none: kube-scheduler configures
-    extenders once for all profiles, and the scenario's would have to be running here."""
-    profile: dict[str, Any] = {"schedulerName": SCHEDULER_NAME}
-    for key, value in spec.items():
-        if value is None:
-            continue
-        if key in ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"):
-            profile[key] = copy.deepcopy(value)
-        elif key == "extenders":
-            return None, "extenders: kube-scheduler's are configured for all profiles and must be running"
-        else:
-            return None, f"{key}: no KubeSchedulerConfiguration field is known to mean the same"
-    named = [
-        entry.get("name")
-        for point in (profile.get("plugins") or {}).values()
-        for entry in [*(point.get("enabled") or ()), *(point.get("disabled") or ())]
-    ]
-    named += [entry.get("name") for entry in profile.get("pluginConfig") or ()]
-    foreign = sorted({str(name) for name in named if name != "*" and name not in KUBE_SCHEDULER_PLUGINS})
-    if foreign:
-        return None, f"plugin(s) {', '.join(foreign)}: not in kube-scheduler v1.34's registry"
-    return profile, ""
+    (v1), or None and why kube-scheduler has no equivalent: ``profiles export``'s translation
+    (``export_profile``), which must warn of nothing (a plugin not in kube-scheduler's registry), and
+    without ``extenders`` (kube-scheduler configures them once for all profiles, and the scenario's would
+    have to be running here). The pods name ``default-scheduler`` unless the profile names another."""
+    if spec.get("extenders"):
+        return None, "extenders: kube-scheduler's are configured for all profiles and must be running"
+    profile, warnings = export_profile({"schedulerName": SCHEDULER_NAME, **spec})
+    return (None, "; ".join(warnings)) if warnings else (profile, "")
 
 
 @contextlib.contextmanager
