@@ -18,14 +18,7 @@ from typing import Any
 import yaml
 
 from kopf_scheduler.api.errors import ProfileError
-from kopf_scheduler.api.kube_scheduler_config import KUBE_SCHEDULER_PLUGINS, export_config, import_config
-from kopf_scheduler.api.profile import parse_profile
-from kopf_scheduler.api.schema import KIND
 from kopf_scheduler.errors import UsageError
-from kopf_scheduler.framework.runtime.build import build_framework
-from kopf_scheduler.plugins.defaults import default_plugins
-from kopf_scheduler.plugins.registry import new_registry
-from kopf_scheduler.simulate.client import SimulatedCluster
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -51,6 +44,13 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
+    from kopf_scheduler.api.kube_scheduler_config import KUBE_SCHEDULER_PLUGINS, import_config
+    from kopf_scheduler.api.profile import parse_profile
+    from kopf_scheduler.framework.runtime.build import build_framework
+    from kopf_scheduler.plugins.defaults import default_plugins
+    from kopf_scheduler.plugins.registry import new_registry
+    from kopf_scheduler.simulate.client import SimulatedCluster
+
     docs = _load(args.file)
     if len(docs) != 1:
         raise UsageError(f"{args.file}: expected one KubeSchedulerConfiguration, found {len(docs)} documents")
@@ -81,6 +81,9 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from kopf_scheduler.api.kube_scheduler_config import export_config
+    from kopf_scheduler.api.schema import KIND
+
     where: list[str] = []
     manifests: list[Any] = []
     for path in args.paths:

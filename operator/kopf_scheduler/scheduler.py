@@ -262,8 +262,9 @@ class Scheduler:
             log.warning("cannot read pod %s: %s", ref.key, e)
             return None
 
-    def add_pod(self, raw: Mapping[str, Any]) -> None:
-        self.update_pod(None, raw)
+    def add_pod(self, raw: Mapping[str, Any], parsed: PodInfo | None = None) -> None:
+        """``parsed``: ``raw`` already read into a PodInfo by the caller, to save reading it again."""
+        self.update_pod(None, raw, parsed)
 
     def known_pods(self) -> list[PodInfo]:
         """Every pod the scheduler holds: on nodes (assumed included), waiting in the queue, or waiting
@@ -275,8 +276,10 @@ class Scheduler:
         False once its deletion was seen (an in-flight pod's place in the queue outlives it)."""
         return self.cache.get_pod(uid) is not None or uid in self.queue or uid in self._unserved
 
-    def update_pod(self, old_raw: Mapping[str, Any] | None, raw: Mapping[str, Any]) -> None:
-        pod = self._parse(raw)
+    def update_pod(
+        self, old_raw: Mapping[str, Any] | None, raw: Mapping[str, Any], parsed: PodInfo | None = None
+    ) -> None:
+        pod = parsed if parsed is not None else self._parse(raw)
         if pod is None:
             return
         self.group_members.update(pod)

@@ -79,7 +79,11 @@ def default_class(classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
 
 def resolve_priority(pod: MutableMapping[str, Any], classes: Mapping[str, PriorityClass]) -> None:
     """Sets ``spec.priority`` (and ``priorityClassName``, ``preemptionPolicy``) as admission would."""
-    spec = pod.setdefault("spec", {})
+    if pod.get("spec") is None:
+        pod["spec"] = {}
+    spec = pod["spec"]
+    if not isinstance(spec, MutableMapping):
+        return  # not a pod spec: reading the pod says so
     name = spec.get("priorityClassName") or ""
     if name:
         chosen = classes.get(name)

@@ -10,6 +10,7 @@ in a cluster. Objects of other kinds are counted in ``ClusterInput.ignored``, ne
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,32 +70,50 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
-def _documents(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+#: libyaml's loader where PyYAML was built with it (several times faster), PyYAML's own otherwise
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _parse(path: Path, text: str) -> list[Any]:
+    """The documents of one file. JSON (a ``.json`` file, or a file that starts like one) goes through a
+    JSON parser; everything else, and JSON that only looked like it, through YAML."""
+    if path.suffix == ".json" or text.lstrip()[:1] in ("{", "["):
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as e:
+            if path.suffix == ".json":
+                raise UsageError(f"{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
+    try:
+        docs = list(yaml.load_all(text, Loader=_YAML_LOADER))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"{path}{where}: invalid YAML: {problem}") from None
+    if "&" in text:  # YAML anchors may share one mapping between objects: give each its own
+        docs = copy.deepcopy(docs)
+    return docs
+
+
+def _documents(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, object) for every object in ``path``; each object is the loader's own, free to change."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a text file (expected UTF-8 YAML or JSON)") from None
     except OSError as e:
         raise UsageError(f"{path}: {e.strerror}") from None
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UsageError(f"{path}{where}: invalid YAML: {problem}") from None
-    except OSError as e:
-        raise UsageError(f"{path}: {e.strerror}") from None
+    docs = _parse(path, text)
     for i, doc in enumerate(docs):
         if doc is None:
             continue
-        if not isinstance(doc, Mapping):
+        if not isinstance(doc, dict):
             raise UsageError(
                 f"{path}: document {i + 1}: expected a Kubernetes object, got {type(doc).__name__}"
             )
         if doc.get("kind") == "List" or (str(doc.get("kind", "")).endswith("List") and "items" in doc):
             for j, item in enumerate(doc.get("items") or ()):
-                if not isinstance(item, Mapping):
+                if not isinstance(item, dict):
                     raise UsageError(f"{path}: document {i + 1}: items[{j}]: expected an object")
                 yield f"{path}: items[{j}]", item
         else:
@@ -140,14 +159,20 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
     used_namespaces = {"default"}
     for root in paths:
         for path in _files(root):
-            for where, raw in _documents(path):
-                kind = raw.get("kind")
+            for where, obj in _documents(path):
+                kind = obj.get("kind")
                 if kind not in _READ:
                     label = str(kind) if kind else "<no kind>"
                     cluster.ignored[label] = cluster.ignored.get(label, 0) + 1
                     continue
-                obj: dict[str, Any] = copy.deepcopy(dict(raw))
-                meta = obj.setdefault("metadata", {})
+                if obj.get("metadata") is None:
+                    obj["metadata"] = {}
+                meta = obj["metadata"]
+                if not isinstance(meta, dict):
+                    raise UsageError(f"{where}: {kind}: metadata: must be an object")
+                for key in ("name", "namespace"):
+                    if not isinstance(meta.get(key, ""), str):
+                        raise UsageError(f"{where}: {kind}: metadata.{key}: must be a string")
                 if kind == "PriorityClass":
                     try:
                         priority_class = parse_priority_class(obj)
@@ -178,16 +203,15 @@ def load_cluster(paths: list[Path]) -> ClusterInput:
                             default_replication_controller(obj)
                         _KINDS[kind].parse(obj)
                         cluster.objects.append((_KINDS[kind], obj))
-                    else:
-                        PodInfo(obj)
+                    else:  # read below, once every PriorityClass is known
                         pods.append((where, obj))
                 except (NodeParseError, PodParseError, BudgetParseError, ObjectParseError) as e:
                     raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
     for where, pod in pods:
         try:
+            PodInfo(pod)  # readable; what admission sets below keeps it so
             validate_pod_resources(pod)
             resolve_priority(pod, classes)
-            PodInfo(pod)
         except (AdmissionError, PodParseError) as e:
             raise UsageError(f"{where}: {_describe(pod)}: {e}") from None
         target = cluster.bound_pods if (pod.get("spec") or {}).get("nodeName") else cluster.pending_pods

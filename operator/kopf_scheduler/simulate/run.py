@@ -17,6 +17,7 @@ from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, POD_GROUPS, RESOURCE_CLAIMS, PodGroup
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.slim import slim
 from kopf_scheduler.plugins.names import SCHEDULING_GATES
 from kopf_scheduler.scheduler import Scheduler
 from kopf_scheduler.simulate.client import PodOutcome, SimulatedCluster
@@ -134,16 +135,16 @@ async def simulate(
         sim.pods[pod["metadata"]["uid"]] = pod
         sched.add_pod(pod)
     # The queue breaks priority ties by arrival: arrive in creationTimestamp order, then file order.
-    ordered = sorted(enumerate(cluster.pending_pods), key=lambda ip: (PodInfo(ip[1]).creation, ip[0]))
+    infos = [PodInfo(slim(pod)) for pod in cluster.pending_pods]
+    ordered = sorted(range(len(infos)), key=lambda i: (infos[i].creation, i))
     unserved: dict[str, str] = {}
-    for _, pod in ordered:
-        uid = pod["metadata"]["uid"]
-        sim.pods[uid] = pod
-        info = PodInfo(pod)
+    for i in ordered:
+        pod, info = cluster.pending_pods[i], infos[i]
+        sim.pods[info.uid] = pod
         if not sched.responsible_for(info):
-            unserved[uid] = info.scheduler_name
+            unserved[info.uid] = info.scheduler_name
             continue
-        sched.add_pod(pod)
+        sched.add_pod(pod, info)
         clock.advance(1e-6)
 
     started, cpu_started = time.perf_counter(), time.process_time()

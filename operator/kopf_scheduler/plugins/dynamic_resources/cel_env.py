@@ -24,6 +24,7 @@ DRA library declares (``k8s.io/dynamic-resource-allocation/cel/compile.go``).
 
 from __future__ import annotations
 
+import functools
 import re
 import weakref
 from collections import OrderedDict
@@ -50,7 +51,15 @@ _BUILTINS = frozenset(
     | {"bytes", "type", "dyn", "has", "duration", "timestamp"}
 )
 _KNOWN_FUNCTIONS = _BUILTINS | FUNCTIONS.keys() | _MACROS
-_ENV = celpy.Environment()
+
+
+@functools.cache
+def _env() -> celpy.Environment:
+    """The CEL environment, built on first use: building its parser takes a noticeable part of a
+    second, which a scheduler whose pods claim no devices need not pay at start."""
+    return celpy.Environment()
+
+
 _DRIVER = r"device\s*\.\s*driver"
 _LITERAL = r"""(?:"(?P<d{n}>[^"\\\n]*)"|'(?P<s{n}>[^'\\\n]*)')"""
 #: ``device.driver == "<literal>"``, or the literal first
@@ -198,7 +207,7 @@ class SelectorCache:
 
 def compile_selector(expression: str) -> CompiledSelector:
     try:
-        ast = _ENV.compile(expression)
+        ast = _env().compile(expression)
         _check(ast, expression)
     except celpy.CELParseError as e:
         line, column = getattr(e, "line", 1) or 1, getattr(e, "column", 1) or 1
@@ -217,7 +226,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         return CompiledSelector(expression, None, e.detail)
     found = _DRIVER_IS.fullmatch(expression)
     driver_is = None if found is None else next(g for g in found.groups() if g is not None)
-    return CompiledSelector(expression, _Runner(_ENV, ast, FUNCTIONS), "", driver_is)
+    return CompiledSelector(expression, _Runner(_env(), ast, FUNCTIONS), "", driver_is)
 
 
 # -- evaluation -----------------------------------------------------------------------------------------
