@@ -16,15 +16,18 @@ from kopf_scheduler.framework.pod_info import PodInfo
 class APIError(Exception):
     """A failed API call; ``status`` is the HTTP status (409 conflict, 404 gone, 0 for no answer)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, settled: bool | None = None) -> None:
+        """``settled``: whether the answer ends the matter (the pod is bound elsewhere or gone), when
+        the caller knows better than the status alone (a 409 from an admission webhook is not)."""
         super().__init__(f"{status}: {message}" if status else message)
         self.status = status
         self.message = message
+        self.settled = settled
 
     @property
     def is_gone_or_conflict(self) -> bool:
         """The pod is already bound (409) or deleted (404): nothing to retry."""
-        return self.status in (404, 409)
+        return self.settled if self.settled is not None else self.status in (404, 409)
 
 
 class ClusterClient(Protocol):

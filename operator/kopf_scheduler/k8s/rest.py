@@ -53,12 +53,25 @@ def encode(body: Any) -> bytes:
     return body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
 
 
+def _seconds(header: str | None) -> float | None:
+    """``Retry-After`` as seconds: the API server sends a whole number (an HTTP date is not used)."""
+    if header is None:
+        return None
+    try:
+        value = float(header)
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Response:
     status: int
     body: bytes = b""
     #: why there is no answer (status 0)
     error: str = ""
+    #: the ``Retry-After`` header in seconds, when the server sent one
+    retry_after: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -182,7 +195,9 @@ class RestClient:
                 server_hostname=info.tls_server_name,
             ) as resp:
                 payload = await resp.read()  # read fully: the connection then goes back to the pool
-                response = Response(resp.status, payload)
+                response = Response(
+                    resp.status, payload, retry_after=_seconds(resp.headers.get("Retry-After"))
+                )
         except TimeoutError:
             response = Response(0, error=f"{method} {path}: timed out")
         except (aiohttp.ClientError, OSError, ConfigError) as e:

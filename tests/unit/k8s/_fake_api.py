@@ -25,6 +25,7 @@ class FakeRest:
     stats: ClientStats = field(default_factory=ClientStats)
     calls: list[Call] = field(default_factory=list)
     gate: asyncio.Event | None = None
+    timeout: float = 10.0
 
     async def request(
         self, method: str, path: str, body: Any = None, *, content_type: str = "", **_: Any

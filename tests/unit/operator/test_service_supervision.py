@@ -37,6 +37,7 @@ class FakeAPI(RestClient):
 
     def __init__(self, objects: dict[str, list[dict[str, Any]]] | None = None) -> None:
         self.stats = ClientStats()
+        self.timeout = 10.0
         self.objects = objects or {}
         self.lease: dict[str, Any] | None = None
         self.version = 0

@@ -1,0 +1,188 @@
+"""A fault-injecting proxy between a client and the dev cluster's API server, for fault tests.
+
+The proxy listens on plain HTTP on the loopback address (``url``; ``kubeconfig()`` writes a kubeconfig
+for it with the cluster's token) and forwards every request to the API server over TLS, streaming the
+answers (watches included). A ``Fault`` changes what matching requests get:
+
+- ``answer``: the proxy answers ``status`` itself (a ``Status`` body with ``message``, and ``Retry-After``
+  when given); the API server never sees the request (a 429 from a busy server, a 503, a webhook's 409);
+- ``stored_then_504``: the request is forwarded and stored, then the client gets 504, as from a gateway
+  that gave up waiting: the outcome is ambiguous to the client;
+- ``stored_then_drop``: forwarded and stored, then the connection is closed with no answer;
+- ``delay``: forwarded after ``seconds``.
+
+A fault applies to the first ``times`` matching requests (None: all until removed). The proxy runs its
+own event loop on a thread, so blocking test code can drive it.
+
+    with FaultProxy(cluster) as proxy:
+        proxy.add(Fault("POST", r".*/pods/[^/]+/binding", "stored_then_504", times=3))
+        KUBECONFIG=proxy.kubeconfig(tmp / "kubeconfig") ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import ssl
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+from aiohttp import web
+
+from kopf_scheduler.devcluster import kubeconfig
+
+Action = Literal["answer", "stored_then_504", "stored_then_drop", "delay"]
+#: request headers not passed on (hop-by-hop, or the proxy's own)
+_DROPPED = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "content-length"})
+
+
+@dataclass
+class Fault:
+    method: str
+    #: regular expression the request's path (without the query) must match in full
+    path: str
+    action: Action
+    status: int = 503
+    message: str = "injected fault"
+    retry_after: int | None = None
+    seconds: float = 0.0
+    times: int | None = 1
+    #: requests it has applied to so far
+    hits: int = 0
+    _pattern: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._pattern = re.compile(self.path)
+
+    def matches(self, method: str, path: str) -> bool:
+        return method == self.method and self._pattern.fullmatch(path) is not None and not self.spent
+
+    @property
+    def spent(self) -> bool:
+        return self.times is not None and self.hits >= self.times
+
+
+class FaultProxy:
+    def __init__(self, server: str, ca_file: Path, token: str) -> None:
+        self.upstream = server
+        self.token = token
+        self.ca_file = ca_file
+        self._ssl = ssl.create_default_context(cafile=str(ca_file))
+        self._faults: list[Fault] = []
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self.url = ""
+
+    @classmethod
+    def of(cls, cluster: Any) -> FaultProxy:
+        """For a running ``DevCluster`` (or anything with ``server``, ``ca_file`` and ``token``)."""
+        return cls(cluster.server, cluster.ca_file, cluster.token)
+
+    def __enter__(self) -> FaultProxy:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        self._thread.start()
+        self.url = asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+        return self.url
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=30)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=30)
+
+    def add(self, fault: Fault) -> Fault:
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig that reaches the API server through this proxy, as the cluster's admin."""
+        kubeconfig.write(
+            path, kubeconfig.build(self.url, self.ca_file.read_bytes(), self.token, name="dev-fault-proxy")
+        )
+        return path
+
+    def _take(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.matches(method, path):
+                    fault.hits += 1
+                    return fault
+        return None
+
+    async def _start(self) -> str:
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(ssl=self._ssl, limit=256),
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+        app = web.Application(client_max_size=64 * 2**20)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return f"http://127.0.0.1:{port}"
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        fault = self._take(request.method, request.path)
+        body = await request.read()
+        if fault is not None and fault.action == "answer":
+            return _status_response(fault)
+        if fault is not None and fault.action == "delay":
+            await asyncio.sleep(fault.seconds)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
+        assert self._session is not None
+        async with self._session.request(
+            request.method,
+            self.upstream + request.path_qs,
+            data=body or None,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+        ) as upstream:
+            if fault is not None and fault.action in ("stored_then_504", "stored_then_drop"):
+                await upstream.read()
+                if fault.action == "stored_then_drop":
+                    if request.transport is not None:
+                        request.transport.close()
+                    raise web.HTTPServiceUnavailable()  # never sent: the connection is gone
+                return _status_response(fault, 504)
+            response = web.StreamResponse(status=upstream.status)
+            for name in ("Content-Type", "Content-Encoding", "Retry-After", "Audit-Id"):
+                if name in upstream.headers:
+                    response.headers[name] = upstream.headers[name]
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+
+def _status_response(fault: Fault, status: int | None = None) -> web.Response:
+    code = status if status is not None else fault.status
+    headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+    body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": fault.message, "code": code}
+    return web.json_response(body, status=code, headers=headers)
