@@ -106,7 +106,11 @@ class Scheduler:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         explain: Explainer | None = None,
+        confirm_timeout: float = 0.0,
     ) -> None:
+        """``confirm_timeout``: seconds after a successful binding within which its watch event should
+        arrive; a pod still unconfirmed then is listed by ``cache.overdue_assumed_pods`` for a re-read
+        (``binding_confirmation``). 0: it waits for ever, as upstream's assumed pods do."""
         self.client = client
         self.clock = clock or RealClock()
         self.rng = rng or random.Random()
@@ -114,7 +118,7 @@ class Scheduler:
         self.defaults = defaults if defaults is not None else default_plugins()
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.profiles: dict[str, Framework] = {}
-        self.cache = Cache(self.clock)
+        self.cache = Cache(self.clock, assumed_ttl=confirm_timeout)
         self.snapshot = Snapshot()
         #: PodDisruptionBudgets, read by preemption through every profile's handle
         self.disruption_budgets = DisruptionBudgets()
@@ -309,6 +313,31 @@ class Scheduler:
             return  # being bound by us; the assigned version will arrive
         old = self._parse(old_raw) if old_raw is not None else None
         self.queue.update(old, pod)
+
+    def binding_unconfirmed(self, assumed: PodInfo, current: Mapping[str, Any] | None) -> None:
+        """An assumed pod whose binding was answered as done but never seen done, as the API server
+        has it now (None: gone). Bound (to any node: the watch is late) counts as that watch event;
+        gone as its deletion; still unbound, the pod is forgotten, its room freed, the failure reported
+        and the pod queued again."""
+        if not self.cache.is_assumed(assumed.uid):
+            return  # confirmed or deleted while it was being read
+        if current is None or (current.get("metadata") or {}).get("uid") != assumed.uid:
+            self.delete_pod(assumed.raw)
+            return
+        if _is_assigned(current):
+            self.update_pod(None, current)
+            return
+        self.cache.forget_pod(assumed)
+        self.queue.assigned_pod_deleted(assumed)
+        message = (
+            f"binding to {assumed.node_name} was answered as done, but the pod is still unbound "
+            f"{self.cache.assumed_ttl:g}s later; scheduling it again"
+        )
+        log.warning("pod %s: %s", assumed.key, message)
+        pod = self._parse(current)
+        if pod is not None:
+            self.client.record_failure(pod, REASON_SCHEDULER_ERROR, message, None)
+        self.update_pod(None, current)
 
     def delete_pod(self, raw: Mapping[str, Any]) -> None:
         pod = PodInfo.reference(raw)

@@ -23,6 +23,7 @@ from typing import Any
 
 from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR, RESERVED_SCHEDULER_NAMES, ProfileBounds
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
+from kopf_scheduler.binding_confirmation import BindingConfirmation
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.heap import HeapSettler
@@ -74,6 +75,8 @@ class ServiceConfig:
     bind_concurrency: int = 64
     #: on a graceful stop, how long bindings in flight may take before they are cancelled
     stop_timeout: float = 5.0
+    #: seconds a binding answered as done may go unseen by the watch before the pod is re-read (0: never)
+    confirm_timeout: float = 30.0
     percentage_of_nodes_to_score: int = 0
     #: what SchedulingProfiles may claim and reach
     profile_bounds: ProfileBounds = field(default_factory=ProfileBounds)
@@ -94,6 +97,7 @@ class ServiceConfig:
             metrics_port=int(_env("METRICS_PORT", "0")),
             bind_concurrency=int(_env("BIND_CONCURRENCY", "64")),
             stop_timeout=float(_env("STOP_TIMEOUT", "5")),
+            confirm_timeout=float(_env("CONFIRM_TIMEOUT", "30")),
             percentage_of_nodes_to_score=int(_env("PERCENTAGE_OF_NODES_TO_SCORE", "0")),
             profile_bounds=bounds_from_env(),
         )
@@ -110,7 +114,14 @@ class SchedulerService:
         #: watches the background tasks; a failure stops the operator (``supervision``)
         self.supervisor = supervisor or Supervisor()
         self.scheduler = Scheduler(
-            self.client, percentage_of_nodes_to_score=config.percentage_of_nodes_to_score
+            self.client,
+            percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+            confirm_timeout=max(0.0, config.confirm_timeout),
+        )
+        self.confirmation = BindingConfirmation(
+            self.scheduler,
+            lambda pod: self.client.get("v1/pods", pod.name, namespace=pod.namespace),
+            interval=min(5.0, max(0.5, config.confirm_timeout / 2)),
         )
         self.client.scheduler_name_for = lambda pod: pod.scheduler_name
         self.client.supervise(lambda task: self.supervisor.watch(task))
@@ -150,6 +161,9 @@ class SchedulerService:
         await self._initial_sync()
         flush = asyncio.create_task(self.scheduler.queue.run(), name="queue-flush")
         self._tasks.append(self.supervisor.watch(flush))
+        if self.config.confirm_timeout > 0:
+            confirm = asyncio.create_task(self.confirmation.run(), name="binding-confirmation")
+            self._tasks.append(self.supervisor.watch(confirm))
         if self.config.leader_elect:
             elector = LeaderElector(
                 self.client.rest,

@@ -193,16 +193,20 @@ class Cache:
     def assumed_count(self) -> int:
         return sum(1 for s in self._pods.values() if s.assumed)
 
-    def cleanup_assumed_pods(self) -> list[PodInfo]:
-        """Forgets assumed pods whose binding finished longer than the TTL ago; returns them.
-
-        A pod expires strictly after its deadline (upstream's ``now.After(deadline)``)."""
+    def overdue_assumed_pods(self) -> list[PodInfo]:
+        """Assumed pods whose binding finished longer than the TTL ago and that no watch event has
+        confirmed since; they stay assumed. A pod is overdue strictly after its deadline (upstream's
+        ``now.After(deadline)``)."""
         now = self.clock.now()
-        expired = [
+        return [
             s.pod
             for s in self._pods.values()
             if s.assumed and s.binding_finished and s.deadline is not None and now > s.deadline
         ]
+
+    def cleanup_assumed_pods(self) -> list[PodInfo]:
+        """Forgets the overdue assumed pods (``overdue_assumed_pods``); returns them."""
+        expired = self.overdue_assumed_pods()
         for pod in expired:
             self.forget_pod(pod)
         return expired
