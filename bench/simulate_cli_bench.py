@@ -8,6 +8,7 @@ one more pending pod including reading it, with the start-up cost (interpreter, 
 
     .venv/bin/python bench/simulate_cli_bench.py                       # 5,000 nodes; 500 and 5,000 pods
     .venv/bin/python bench/simulate_cli_bench.py --format yaml --profile profiles/fast-and-simple.yaml
+    PYTHONPATH=/tmp/old/operator .venv/bin/python bench/simulate_cli_bench.py --label old  # other code
 
 Each timing is the median of ``--repeat`` runs; results go to ``bench/results/simulate-cli-<time>.json``.
 """
@@ -87,6 +88,7 @@ def main() -> int:
     parser.add_argument("--format", choices=("json", "yaml"), default="json")
     parser.add_argument("--profile", type=Path, default=None, help="SchedulingProfile file for simulate")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--label", default="", help="what the code under test is (recorded with the result)")
     parser.add_argument("--no-save", action="store_true", help="print the result only")
     args = parser.parse_args()
     scheduler_name = None
@@ -113,6 +115,7 @@ def main() -> int:
     marginal = (args.large - args.small) / (large["wall_seconds"] - small["wall_seconds"])
     result = {
         "benchmark": "simulate-cli",
+        "label": args.label,
         "time": datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ"),
         "nodes": args.nodes,
         "init_pods": args.init_pods,

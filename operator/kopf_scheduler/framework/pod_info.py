@@ -218,12 +218,15 @@ class PodInfo:
         anti = self.affinity.get("podAntiAffinity") or {}
         return bool(anti.get("requiredDuringSchedulingIgnoredDuringExecution"))
 
-    def bound_to(self, node_name: str) -> PodInfo:
-        """A copy of this pod assigned to ``node_name`` (what the cache assumes after a decision)."""
+    def bound_to(self, node_name: str, raw: Mapping[str, Any] | None = None) -> PodInfo:
+        """A copy of this pod assigned to ``node_name`` (what the cache assumes after a decision);
+        ``raw``: the pod object as bound, when it differs from this one's only by ``spec.nodeName``."""
         clone = object.__new__(PodInfo)
         for slot in PodInfo.__slots__:
             object.__setattr__(clone, slot, getattr(self, slot))
         clone.node_name = node_name
+        if raw is not None:
+            clone.raw = raw
         return clone
 
     def __repr__(self) -> str:

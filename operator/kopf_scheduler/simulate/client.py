@@ -37,8 +37,9 @@ class PodOutcome:
 class SimulatedCluster:
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> pod object
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)  # uid -> outcome
-    #: called with (old, new) pod objects when a binding lands (the scheduler's watch)
-    on_update: Callable[[Mapping[str, Any], Mapping[str, Any]], None] | None = None
+    #: called with (old, new) pod objects when a binding lands (the scheduler's watch), and for a
+    #: binding the new object read already (the bound copy of the pod the scheduler sent)
+    on_update: Callable[[Mapping[str, Any], Mapping[str, Any], PodInfo | None], None] | None = None
     #: called with the pod object when a pod is deleted (the scheduler's watch)
     on_delete: Callable[[Mapping[str, Any]], None] | None = None
     bindings: list[tuple[str, str]] = field(default_factory=list)
@@ -88,7 +89,8 @@ class SimulatedCluster:
         outcome = self.outcomes.setdefault(pod.uid, PodOutcome())
         outcome.node, outcome.message, outcome.reason = node_name, None, None
         if self.on_update is not None:
-            self.on_update(old, new)
+            # read from this very object, the pod sent differs from ``new`` only by spec.nodeName
+            self.on_update(old, new, pod.bound_to(node_name, new) if pod.raw is old else None)
 
     def record_scheduled(self, pod: PodInfo, node_name: str) -> None:
         return None  # the binding itself is the record
@@ -132,4 +134,4 @@ class SimulatedCluster:
         new = dict(old, status=status)
         self.pods[uid] = new
         if self.on_update is not None:
-            self.on_update(old, new)
+            self.on_update(old, new, None)
