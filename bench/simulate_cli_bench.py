@@ -10,7 +10,8 @@ one more pending pod including reading it, with the start-up cost (interpreter, 
     .venv/bin/python bench/simulate_cli_bench.py --format yaml --profile profiles/fast-and-simple.yaml
     PYTHONPATH=/tmp/old/operator .venv/bin/python bench/simulate_cli_bench.py --label old  # other code
 
-Each timing is the median of ``--repeat`` runs; results go to ``bench/results/simulate-cli-<time>.json``.
+Each timing is the median of ``--repeat`` runs; results go to
+``bench/results/simulate-cli/simulate-cli-<time>-<format>.json``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import yaml
 
 from bench.simulate_bench import build
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "simulate-cli"
 
 
 def write_cluster(
@@ -127,7 +128,7 @@ def main() -> int:
     }
     print(json.dumps(result, indent=2))
     if not args.no_save:
-        RESULTS.mkdir(exist_ok=True)
+        RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / f"simulate-cli-{result['time']}-{args.format}.json").write_text(
             json.dumps(result, indent=2) + "\n"
         )
