@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +27,8 @@ from kopf_scheduler.binding_confirmation import BindingConfirmation
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.heap import HeapSettler
-from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, load_connection
+from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestClient, load_connection
+from kopf_scheduler.k8s.leader_thread import LeaderThread
 from kopf_scheduler.metrics import SchedulerMetrics
 from kopf_scheduler.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.profile_manager import ProfileManager
@@ -105,12 +106,20 @@ class ServiceConfig:
 
 class SchedulerService:
     def __init__(
-        self, config: ServiceConfig, *, client: KubeClient | None = None, supervisor: Supervisor | None = None
+        self,
+        config: ServiceConfig,
+        *,
+        client: KubeClient | None = None,
+        supervisor: Supervisor | None = None,
+        lease_rest: Callable[[], RestClient] | None = None,
     ) -> None:
+        """``lease_rest``: builds the API client of leader election, which runs on a thread of its own
+        (``k8s.leader_thread``); default: a second connection with the same credentials."""
         self.config = config
         self.client = client or KubeClient(
             load_connection(config.kubeconfig), bind_concurrency=config.bind_concurrency
         )
+        self._lease_rest = lease_rest or (lambda: RestClient(self.client.rest.info, connections=2))
         #: watches the background tasks; a failure stops the operator (``supervision``)
         self.supervisor = supervisor or Supervisor()
         self.scheduler = Scheduler(
@@ -165,14 +174,18 @@ class SchedulerService:
             confirm = asyncio.create_task(self.confirmation.run(), name="binding-confirmation")
             self._tasks.append(self.supervisor.watch(confirm))
         if self.config.leader_elect:
-            elector = LeaderElector(
-                self.client.rest,
-                namespace=self.config.lease_namespace,
-                name=self.config.lease_name,
-                identity=self.config.identity,
-                lease_duration=self.config.lease_duration,
-                renew_deadline=self.config.renew_deadline,
-                retry_period=self.config.retry_period,
+            config = self.config
+            elector = LeaderThread(
+                self._lease_rest,
+                lambda rest: LeaderElector(
+                    rest,
+                    namespace=config.lease_namespace,
+                    name=config.lease_name,
+                    identity=config.identity,
+                    lease_duration=config.lease_duration,
+                    renew_deadline=config.renew_deadline,
+                    retry_period=config.retry_period,
+                ),
             )
             # every binding, preemption and pod status write checks the Lease first (``k8s.fence``)
             self.client.fence = lambda: elector.is_leader
@@ -215,7 +228,7 @@ class SchedulerService:
             log.warning("the API server does not serve %s (is its CRD applied?): none known", kind.list_path)
             return []
 
-    async def _lead(self, elector: LeaderElector) -> None:
+    async def _lead(self, elector: LeaderThread) -> None:
         """Waits for the Lease and leads; losing it ends the process (exit code 1), as kube-scheduler does:
         the writes in flight were cancelled by ``_stopped_leading`` and a restart campaigns afresh."""
         try:

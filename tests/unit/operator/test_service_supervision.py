@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import logging
 import socket
 import urllib.error
@@ -88,7 +89,7 @@ def service_for(api: FakeAPI, *, leader_elect: bool = True, **settings: Any) -> 
     )
     fatal: list[str] = []
     supervisor = Supervisor(on_fatal=lambda: fatal.append(supervisor.failure))
-    return SchedulerService(config, client=KubeClient(api), supervisor=supervisor)
+    return SchedulerService(config, client=KubeClient(api), supervisor=supervisor, lease_rest=lambda: api)
 
 
 def cluster_with_pending_pod() -> dict[str, list[dict[str, Any]]]:
@@ -339,3 +340,21 @@ def test_readyz_is_served_beside_the_metrics() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+async def test_a_cycle_that_holds_the_event_loop_past_the_renew_deadline_keeps_the_lease() -> None:
+    """Leader election renews on its own thread: a synchronous scheduling cycle that holds the event loop
+    for 2.5 renew deadlines neither delays the renewals nor ends leading."""
+    api = FakeAPI()
+    service = service_for(api)
+    await service.start()
+    await until(service.leading.is_set)
+    version = api.version
+    time.sleep(2.5)  # the cycle: renew deadline 1 s, retry period 0.2 s
+    renewals = api.version - version
+    await asyncio.sleep(0.3)  # the loop's turn: a lost lease would be noticed now
+    assert renewals >= 5, f"{renewals} renewals while the loop was held"
+    assert service.supervisor.healthy, service.supervisor.failure
+    assert service.leading.is_set() and service.client.fence is not None and service.client.fence()
+    await service.stop()
+    assert api.log == ["lease released"]
