@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "dev-cluster": "kopf_scheduler.devcluster.cli",
     "run": "kopf_scheduler.run_cli",
     "profiles": "kopf_scheduler.profiles_cli",
+    "explain": "kopf_scheduler.explain_cli",
 }
 
 
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: commands that hold everything they read until they end: as a program, they exit without freeing it
 #: (tearing down the objects of a 5,000-node simulation takes longer than reading its file)
-EXIT_WITHOUT_TEARDOWN = frozenset({"simulate", "profiles"})
+EXIT_WITHOUT_TEARDOWN = frozenset({"simulate", "profiles", "explain"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

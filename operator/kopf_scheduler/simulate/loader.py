@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,61 +152,65 @@ def _with_namespaces(cluster: ClusterInput, used: set[str]) -> None:
 
 
 def load_cluster(paths: list[Path]) -> ClusterInput:
+    return load_objects(item for root in paths for path in _files(root) for item in _documents(path))
+
+
+def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
+    """``load_cluster`` for objects from elsewhere (a live cluster): (where it came from, object) pairs,
+    each object the loader's own to change."""
     cluster = ClusterInput()
     seen: set[tuple[str, str, str]] = set()
     classes = builtin_priority_classes()
     pods: list[tuple[str, dict[str, Any]]] = []
     used_namespaces = {"default"}
-    for root in paths:
-        for path in _files(root):
-            for where, obj in _documents(path):
-                kind = obj.get("kind")
-                if kind not in _READ:
-                    label = str(kind) if kind else "<no kind>"
-                    cluster.ignored[label] = cluster.ignored.get(label, 0) + 1
-                    continue
-                if obj.get("metadata") is None:
-                    obj["metadata"] = {}
-                meta = obj["metadata"]
-                if not isinstance(meta, dict):
-                    raise UsageError(f"{where}: {kind}: metadata: must be an object")
-                for key in ("name", "namespace"):
-                    if not isinstance(meta.get(key, ""), str):
-                        raise UsageError(f"{where}: {kind}: metadata.{key}: must be a string")
-                if kind == "PriorityClass":
-                    try:
-                        priority_class = parse_priority_class(obj)
-                    except AdmissionError as e:
-                        raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
-                    if priority_class.name in classes and priority_class.name not in SYSTEM_PRIORITY_CLASSES:
-                        raise UsageError(f"{where}: {_describe(obj)}: defined twice")
-                    classes[priority_class.name] = priority_class
-                    continue
-                if kind in _NAMESPACED:
-                    meta.setdefault("namespace", "default")
-                    used_namespaces.add(str(meta["namespace"]))
-                if kind == "Pod":
-                    meta.setdefault("uid", f"sim-{meta['namespace']}-{meta.get('name')}")
-                ident = (kind, meta.get("namespace", ""), str(meta.get("name")))
-                if ident in seen:
-                    raise UsageError(f"{where}: {_describe(obj)}: defined twice")
-                seen.add(ident)
-                try:
-                    if kind == "Node":
-                        NodeInfo(obj)
-                        cluster.nodes.append(obj)
-                    elif kind == "PodDisruptionBudget":
-                        DisruptionBudget.parse(obj)
-                        cluster.pdbs.append(obj)
-                    elif kind in _KINDS:
-                        if kind == "ReplicationController":
-                            default_replication_controller(obj)
-                        _KINDS[kind].parse(obj)
-                        cluster.objects.append((_KINDS[kind], obj))
-                    else:  # read below, once every PriorityClass is known
-                        pods.append((where, obj))
-                except (NodeParseError, PodParseError, BudgetParseError, ObjectParseError) as e:
-                    raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
+    for where, obj in objects:
+        kind = obj.get("kind")
+        if kind not in _READ:
+            label = str(kind) if kind else "<no kind>"
+            cluster.ignored[label] = cluster.ignored.get(label, 0) + 1
+            continue
+        if obj.get("metadata") is None:
+            obj["metadata"] = {}
+        meta = obj["metadata"]
+        if not isinstance(meta, dict):
+            raise UsageError(f"{where}: {kind}: metadata: must be an object")
+        for key in ("name", "namespace"):
+            if not isinstance(meta.get(key, ""), str):
+                raise UsageError(f"{where}: {kind}: metadata.{key}: must be a string")
+        if kind == "PriorityClass":
+            try:
+                priority_class = parse_priority_class(obj)
+            except AdmissionError as e:
+                raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
+            if priority_class.name in classes and priority_class.name not in SYSTEM_PRIORITY_CLASSES:
+                raise UsageError(f"{where}: {_describe(obj)}: defined twice")
+            classes[priority_class.name] = priority_class
+            continue
+        if kind in _NAMESPACED:
+            meta.setdefault("namespace", "default")
+            used_namespaces.add(str(meta["namespace"]))
+        if kind == "Pod":
+            meta.setdefault("uid", f"sim-{meta['namespace']}-{meta.get('name')}")
+        ident = (kind, meta.get("namespace", ""), str(meta.get("name")))
+        if ident in seen:
+            raise UsageError(f"{where}: {_describe(obj)}: defined twice")
+        seen.add(ident)
+        try:
+            if kind == "Node":
+                NodeInfo(obj)
+                cluster.nodes.append(obj)
+            elif kind == "PodDisruptionBudget":
+                DisruptionBudget.parse(obj)
+                cluster.pdbs.append(obj)
+            elif kind in _KINDS:
+                if kind == "ReplicationController":
+                    default_replication_controller(obj)
+                _KINDS[kind].parse(obj)
+                cluster.objects.append((_KINDS[kind], obj))
+            else:  # read below, once every PriorityClass is known
+                pods.append((where, obj))
+        except (NodeParseError, PodParseError, BudgetParseError, ObjectParseError) as e:
+            raise UsageError(f"{where}: {_describe(obj)}: {e}") from None
     for where, pod in pods:
         try:
             PodInfo(pod)  # readable; what admission sets below keeps it so

@@ -124,6 +124,29 @@ def render(result: SimulationResult, fmt: str, explain: bool) -> str:
     return _table(doc, explain)
 
 
+def node_lines(nodes: Mapping[str, Any]) -> list[str]:
+    """One line per node of an explanation: its filter verdict, or its total and scores."""
+    lines = []
+    for name, node in nodes.items():
+        verdict = node["filter"]
+        if verdict is not None:
+            # a filter extender's verdict names no plugin (as upstream)
+            by = f" by {verdict['plugin']}" if verdict["plugin"] else ""
+            lines.append(f"{name}: filtered out{by}: {verdict['reason']}")
+        elif node.get("examined") is False:
+            lines.append(f"{name}: not examined")
+        else:
+            scores = ", ".join(
+                f"{plugin} {s['normalized']} (weighted {s['weighted']})"
+                for plugin, s in node["scores"].items()
+            )
+            total = node["total"]
+            lines.append(
+                f"{name}: total {total if total is not None else '-'}" + (f" ({scores})" if scores else "")
+            )
+    return lines
+
+
 def _table(doc: dict[str, Any], explain: bool) -> str:
     rows = [("NAMESPACE", "NAME", "NODE", "MESSAGE")]
     for pod in doc["pods"]:
@@ -161,24 +184,7 @@ def _table(doc: dict[str, Any], explain: bool) -> str:
                     f"  volume {volume['name']}: claim {volume['claim']} -> "
                     + (f"{where} ({volume['binding']})" if where else "not bound")
                 )
-            for name, node in pod["nodes"].items():
-                verdict = node["filter"]
-                if verdict is not None:
-                    # a filter extender's verdict names no plugin (as upstream)
-                    by = f" by {verdict['plugin']}" if verdict["plugin"] else ""
-                    lines.append(f"  {name}: filtered out{by}: {verdict['reason']}")
-                elif node.get("examined") is False:
-                    lines.append(f"  {name}: not examined")
-                else:
-                    scores = ", ".join(
-                        f"{plugin} {s['normalized']} (weighted {s['weighted']})"
-                        for plugin, s in node["scores"].items()
-                    )
-                    total = node["total"]
-                    lines.append(
-                        f"  {name}: total {total if total is not None else '-'}"
-                        + (f" ({scores})" if scores else "")
-                    )
+            lines.extend(f"  {line}" for line in node_lines(pod["nodes"]))
     if doc.get("gangs"):
         lines.append("")
         lines.extend(gang_table(doc["gangs"]))

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 import logging
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
