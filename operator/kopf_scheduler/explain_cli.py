@@ -19,14 +19,10 @@ import argparse
 import asyncio
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from kopf_scheduler.errors import UsageError
-
-#: how the API server's logs tell this command's requests from the operator's
-USER_AGENT = "kopf-scheduler-explain"
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -50,25 +46,12 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kopf_scheduler.k8s import ConfigError, KubeClient, RestClient, load_connection
-    from kopf_scheduler.simulate.live import read_cluster
+    from kopf_scheduler.simulate.live import read_live
 
     kind, _, name = args.pod.rpartition("/")
     if kind not in ("", "pod", "pods", "po") or not name:
         raise UsageError(f"POD: expected NAME or pod/NAME, not {args.pod!r}")
-    try:
-        connection = load_connection(args.kubeconfig or os.environ.get("KUBECONFIG") or None)
-    except ConfigError as e:
-        raise UsageError(f"cannot connect: {e}") from None
-
-    async def read() -> list[tuple[str, dict[str, Any]]]:
-        async with KubeClient(RestClient(connection, user_agent=USER_AGENT)) as client:
-            return await read_cluster(client)
-
-    try:
-        objects = asyncio.run(read())
-    except Exception as e:  # the API server's refusal or no answer: one line, not a traceback
-        raise UsageError(f"cannot read the cluster at {connection.server}: {e}") from None
+    objects, _ = read_live(args.kubeconfig)
     report = explain_pod(objects, args.namespace or "default", name, args.profile)
     print(json.dumps(report, indent=2) if args.output == "json" else table(report))
     return 0

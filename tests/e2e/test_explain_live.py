@@ -19,6 +19,7 @@ from operator_harness import Operators, Scope
 from kopf_scheduler.devcluster import find_bin_dir
 from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.harness import ClusterHarness
+from kopf_scheduler.simulate import live
 
 pytestmark = pytest.mark.e2e
 
@@ -88,4 +89,50 @@ def test_explain_agrees_with_the_operator(
     assert any(r.is_binding and r.namespace == ns for r in records), (
         "the audit log records this test's writes"
     )
-    assert [r for r in records if r.user_agent.startswith("kopf-scheduler-explain")] == []
+    assert [r for r in records if r.user_agent.startswith(live.USER_AGENT)] == []
+
+
+def simulate(*args: str, kubeconfig: Path) -> list[dict[str, Any]]:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    done = subprocess.run(
+        [sys.executable, "-m", "kopf_scheduler", "simulate", *args, "-o", "json", "--seed", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout)["pods"])
+
+
+def test_simulate_from_the_cluster_and_from_its_dump_agree(
+    control_plane: ClusterHarness, scope: Scope, tmp_path: Path
+) -> None:
+    """No scheduler serves these pods in the cluster: the what-if places them under the cluster's own
+    SchedulingProfile for their schedulerName. Worked by hand: node 0 has 500m free beside a bound
+    1500m pod, node 1 has 2 CPUs: two of the three 1-CPU pods go to node 1, the third fits nowhere."""
+    first, second = scope.nodes(2, cpu="2", memory="8Gi", pods="110")
+    what_if = scope.name("what-if")
+    scope.create_profile(what_if, {"schedulerName": what_if})
+    scope.create_pod("sitting", requests={"cpu": "1500m"}, nodeName=first)
+    for i in range(3):
+        scope.create_pod(f"new-{i}", scheduler_name=what_if, requests={"cpu": "1"})
+
+    dump = tmp_path / "dump"
+    live_run = simulate("--from-cluster", "--dump", str(dump), kubeconfig=control_plane.kubeconfig)
+    ours = [p for p in live_run if p["namespace"] == scope.namespace]
+    assert sorted((p["name"], p["node"]) for p in ours) == [
+        ("new-0", second),
+        ("new-1", second),
+        ("new-2", None),
+    ]
+    assert "Insufficient cpu" in ours[2]["message"]
+
+    offline = simulate(
+        "--cluster",
+        str(dump / "cluster.yaml"),
+        "--profile",
+        str(dump / "profiles.yaml"),
+        kubeconfig=Path("/nonexistent"),
+    )
+    assert offline == live_run

@@ -17,14 +17,29 @@ def add_parser(sub: Any, name: str) -> None:
         help="schedule pods from YAML onto nodes from YAML, offline, with the real scheduling loop",
         description=__doc__,
     )
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--cluster",
         action="append",
-        required=True,
         type=Path,
         metavar="PATH",
         help="YAML file or folder with Node and Pod objects, and optionally PriorityClass and "
         "PodDisruptionBudget objects (repeatable); pods with spec.nodeName are existing load",
+    )
+    source.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="read a live cluster instead (KUBECONFIG, --kubeconfig or in-cluster; lists only): its "
+        "pending pods are placed, under its SchedulingProfiles unless --profile is given",
+    )
+    parser.add_argument("--kubeconfig", type=Path, default=None, help="with --from-cluster")
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --from-cluster: also write what was read to DIR/cluster.yaml and DIR/profiles.yaml, "
+        "for `simulate --cluster DIR/cluster.yaml --profile DIR/profiles.yaml` later",
     )
     parser.add_argument(
         "--profile",
@@ -48,12 +63,19 @@ def run(args: argparse.Namespace) -> int:
     from kopf_scheduler.simulate.output import render
     from kopf_scheduler.simulate.run import simulate
 
-    cluster = load_cluster(args.cluster)
+    if args.dump is not None and not args.from_cluster:
+        raise UsageError("--dump: only with --from-cluster")
+    if args.from_cluster:
+        from kopf_scheduler.simulate.live import load_live
+
+        cluster, profiles, source = load_live(args.kubeconfig, args.profile, args.dump)
+    else:
+        cluster, profiles = load_cluster(args.cluster), load_profiles(args.profile)
+        source = ", ".join(map(str, args.cluster))
     for line in cluster.warnings():
         print(line, file=sys.stderr)
-    profiles = load_profiles(args.profile)
     if not cluster.nodes and not cluster.pending_pods:
-        raise UsageError(f"no Node or Pod objects found in {', '.join(map(str, args.cluster))}")
+        raise UsageError(f"no Node or Pod objects found in {source}")
     result = asyncio.run(simulate(cluster, profiles, seed=args.seed, explain=args.explain))
     print(render(result, args.output, args.explain))
     return 0

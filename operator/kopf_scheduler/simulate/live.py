@@ -3,12 +3,25 @@ pairs the loader (``loader.load_objects``) takes like the documents of files. Re
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
+import yaml
+
+from kopf_scheduler.api.errors import ProfileError
+from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
+from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import WATCHED_KINDS
-from kopf_scheduler.k8s import KubeClient
+from kopf_scheduler.framework.slim import slim
+from kopf_scheduler.k8s import ConfigError, KubeClient, RestClient, load_connection
+from kopf_scheduler.simulate.loader import ClusterInput, load_objects, load_profiles
+
+#: how the API server's logs tell the offline tools' requests from the operator's
+USER_AGENT = "kopf-scheduler-offline"
 
 #: what is listed besides the watched kinds: (collection path, required)
 _CORE = (
@@ -34,3 +47,46 @@ async def read_cluster(client: KubeClient) -> list[tuple[str, dict[str, Any]]]:
             raise
         objects.extend((f"{client.connection.server}{path}", item) for item in items)
     return objects
+
+
+def read_live(kubeconfig: Path | None) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+    """``read_cluster`` of the cluster ``kubeconfig`` (else $KUBECONFIG, else in-cluster) names, and its
+    server; a cluster that cannot be reached or read is one ``UsageError`` line."""
+    try:
+        connection = load_connection(kubeconfig or os.environ.get("KUBECONFIG") or None)
+    except ConfigError as e:
+        raise UsageError(f"cannot connect: {e}") from None
+
+    async def read() -> list[tuple[str, dict[str, Any]]]:
+        async with KubeClient(RestClient(connection, user_agent=USER_AGENT)) as client:
+            return await read_cluster(client)
+
+    try:
+        return asyncio.run(read()), connection.server
+    except Exception as e:  # the API server's refusal or no answer: one line, not a traceback
+        raise UsageError(f"cannot read the cluster at {connection.server}: {e}") from None
+
+
+def load_live(
+    kubeconfig: Path | None, profile_files: list[Path], dump: Path | None
+) -> tuple[ClusterInput, list[tuple[str, ProfileSpec]], str]:
+    """``simulate --from-cluster``: the cluster's objects through the loader, the profiles (the files
+    given, else the cluster's SchedulingProfiles that it accepts), and where they came from; with
+    ``dump``, what was read is written there first as YAML that ``simulate --cluster`` reads."""
+    objects, server = read_live(kubeconfig)
+    kept = [(where, dict(slim(obj))) for where, obj in objects if obj.get("kind") != "SchedulingProfile"]
+    manifests = [dict(slim(obj)) for _, obj in objects if obj.get("kind") == "SchedulingProfile"]
+    if dump is not None:
+        dump.mkdir(parents=True, exist_ok=True)
+        (dump / "cluster.yaml").write_text(yaml.safe_dump_all([obj for _, obj in kept], sort_keys=False))
+        (dump / "profiles.yaml").write_text(yaml.safe_dump_all(manifests, sort_keys=False))
+    if profile_files:
+        profiles = load_profiles(profile_files)
+    else:
+        profiles = []
+        for obj in manifests:
+            try:
+                profiles.append((f"SchedulingProfile {obj['metadata']['name']}", parse_profile(obj)))
+            except ProfileError:
+                continue  # refused in the cluster too: it serves nothing
+    return load_objects(kept), profiles, server
