@@ -93,3 +93,6 @@ for _ in $(seq 1 20); do
   sleep 0.5
 done
 k get events -n demo --field-selector reason=FailedScheduling -o custom-columns=POD:.involvedObject.name,MESSAGE:.message
+
+say "Why is it pending? kopf-scheduler explain (read-only, also as 'kubectl kopf-scheduler explain')"
+KUBECONFIG="$STATE/kubeconfig" PATH="$BIN:$PATH" "$KUBECTL" kopf-scheduler explain pod/too-big -n demo

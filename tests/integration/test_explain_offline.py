@@ -63,7 +63,7 @@ def test_a_bound_pod_is_placed_afresh_without_its_own_room() -> None:
     assert explain_pod(objects, "default", "bound", None)["node"] == "a"
     second = explain_pod(objects, "default", "second", None)
     assert second["node"] is None
-    assert second["hints"] == ["needs 1000m more cpu free on a node: closest nodes a (-1000m)"]
+    assert second["hints"] == ["needs 1 more cpu free on a node: closest nodes a (-1)"]
 
 
 def test_a_profile_file_serves_the_pod_under_its_scheduler_name(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 - Resources (NodeResourcesFit's ``Insufficient <resource>``): how much the pod asks beyond what each
   node has free, and the nodes closest to fitting: ``needs 200m more cpu free on a node: closest nodes
-  n3 (-200m), n7 (-350m)`` (it would fit n3 if it asked 200m less, or if 200m more were free there).
+  n3 (-200m), n7 (-1)`` (it would fit n3 if it asked 200m less, or if 200m more were free there).
 - Taints (TaintToleration): each untolerated NoSchedule/NoExecute taint and how many of the nodes it
   kept the pod off: ``tolerate taint gpu=true:NoSchedule: 4 nodes``.
 
@@ -28,8 +28,8 @@ _EFFECTS = ("NoSchedule", "NoExecute")
 
 
 def _amount(resource: str, value: int) -> str:
-    if resource == CPU:
-        return f"{value}m"
+    if resource == CPU:  # as a quantity is written: whole cores plainly, else millicores
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
     if resource == "memory" or resource.startswith(("hugepages-", "ephemeral-storage")):
         return f"{math.ceil(value / 2**20)}Mi"
     return str(value)
