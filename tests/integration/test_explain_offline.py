@@ -5,12 +5,12 @@ argument and an API server that does not answer."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from simulate_runner import run_cli
 
 from kopf_scheduler.errors import UsageError
 from kopf_scheduler.explain_cli import explain_pod
@@ -90,12 +90,7 @@ def test_a_pod_that_does_not_exist_is_one_line() -> None:
 
 
 def _cli(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", "explain", *args, "--kubeconfig", str(kubeconfig)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli(*args, "--kubeconfig", str(kubeconfig), command="explain")
 
 
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from simulate_runner import run_cli
 
 from kopf_scheduler.__main__ import main
 
@@ -157,15 +156,6 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", "simulate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize(

@@ -6,23 +6,13 @@ the run goes on), and devices never given twice."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+from simulate_runner import run_cli
 
 DRIVER = "gpu.example.com"
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", "simulate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def node(name: str) -> dict[str, Any]:

@@ -5,24 +5,14 @@ resource quantity (refused with the API server's message), a cluster without nod
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from simulate_runner import run_cli
 
 from kopf_scheduler.testing import make_node, make_pod
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", "simulate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def write(tmp_path: Path, *objects: dict[str, Any]) -> Path:

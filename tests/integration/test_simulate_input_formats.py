@@ -12,17 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
+from simulate_runner import run_cli
 
 from kopf_scheduler.testing import make_node, make_pod
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kopf_scheduler", "simulate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def cluster_objects() -> list[dict[str, Any]]:

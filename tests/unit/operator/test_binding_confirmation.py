@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from recording_client import RecordingClient
+
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.binding_confirmation import BindingConfirmation
 from kopf_scheduler.framework.client import APIError
@@ -15,22 +17,6 @@ from kopf_scheduler.testing import VirtualClock, make_node, make_pod
 
 PROFILE = "kopf-scheduler"
 TIMEOUT = 30.0
-
-
-class _Client:
-    """Answers every binding as done and never shows it: a lying binder."""
-
-    def __init__(self) -> None:
-        self.bound: list[tuple[str, str]] = []
-        self.failures: list[tuple[str, str, str]] = []
-
-    async def bind(self, pod: PodInfo, node_name: str) -> None:
-        self.bound.append((pod.key, node_name))
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
-        self.failures.append((pod.key, reason, message))
 
 
 class _Reads:
@@ -48,10 +34,10 @@ class _Reads:
 POD = make_pod().name("p").uid("u1").scheduler_name(PROFILE).req(cpu="3").obj()
 
 
-async def _assumed() -> tuple[Scheduler, _Client, _Reads, BindingConfirmation, VirtualClock]:
+async def _assumed() -> tuple[Scheduler, RecordingClient, _Reads, BindingConfirmation, VirtualClock]:
     """One 4-CPU node and a 3-CPU pod whose binding was answered as done: it is assumed on the node."""
     clock = VirtualClock()
-    client = _Client()
+    client = RecordingClient()
     scheduler = Scheduler(client, clock=clock, confirm_timeout=TIMEOUT)
     scheduler.set_profile(ProfileSpec(scheduler_name=PROFILE))
     scheduler.add_node(make_node().name("n1").capacity(cpu="4", pods=10).obj())

@@ -5,28 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from recording_client import RecordingClient
+
 from kopf_scheduler.api.profile import ProfileSpec
-from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.scheduler import Scheduler
 from kopf_scheduler.testing import make_node, make_pod
 
 
-class _Client:
-    def __init__(self) -> None:
-        self.bound: list[tuple[str, str]] = []
-        self.failures: list[tuple[str, str, str]] = []
-
-    async def bind(self, pod: PodInfo, node_name: str) -> None:
-        self.bound.append((pod.key, node_name))
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
-        self.failures.append((pod.key, reason, message))
-
-
-def _scheduler() -> tuple[Scheduler, _Client]:
-    client = _Client()
+def _scheduler() -> tuple[Scheduler, RecordingClient]:
+    client = RecordingClient()
     scheduler = Scheduler(client)
     scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))
     scheduler.add_node(make_node().name("n1").obj())
