@@ -9,7 +9,9 @@ answers (watches included). A ``Fault`` changes what matching requests get:
 - ``stored_then_504``: the request is forwarded and stored, then the client gets 504, as from a gateway
   that gave up waiting: the outcome is ambiguous to the client;
 - ``stored_then_drop``: forwarded and stored, then the connection is closed with no answer;
-- ``delay``: forwarded after ``seconds``.
+- ``delay``: forwarded after ``seconds``;
+- ``blackhole``: never forwarded; the connection is held for ``seconds`` and then closed without an
+  answer, as when the network drops every packet (streams opened before keep flowing).
 
 A fault applies to the first ``times`` matching requests (None: all until removed). The proxy runs its
 own event loop on a thread, so blocking test code can drive it.
@@ -34,13 +36,14 @@ from aiohttp import web
 
 from kopf_scheduler.devcluster import kubeconfig
 
-Action = Literal["answer", "stored_then_504", "stored_then_drop", "delay"]
+Action = Literal["answer", "stored_then_504", "stored_then_drop", "delay", "blackhole"]
 #: request headers not passed on (hop-by-hop, or the proxy's own)
 _DROPPED = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "content-length"})
 
 
 @dataclass
 class Fault:
+    #: the request's method, or "*" for any
     method: str
     #: regular expression the request's path (without the query) must match in full
     path: str
@@ -58,7 +61,7 @@ class Fault:
         self._pattern = re.compile(self.path)
 
     def matches(self, method: str, path: str) -> bool:
-        return method == self.method and self._pattern.fullmatch(path) is not None and not self.spent
+        return self.method in ("*", method) and self._pattern.fullmatch(path) is not None and not self.spent
 
     @property
     def spent(self) -> bool:
@@ -111,11 +114,13 @@ class FaultProxy:
         with self._lock:
             self._faults.clear()
 
-    def kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig that reaches the API server through this proxy, as the cluster's admin."""
-        kubeconfig.write(
-            path, kubeconfig.build(self.url, self.ca_file.read_bytes(), self.token, name="dev-fault-proxy")
+    def kubeconfig(self, path: Path, token: str | None = None) -> Path:
+        """A kubeconfig that reaches the API server through this proxy, as the cluster's admin (or as
+        the user of ``token``)."""
+        config = kubeconfig.build(
+            self.url, self.ca_file.read_bytes(), token or self.token, name="dev-fault-proxy"
         )
+        kubeconfig.write(path, config)
         return path
 
     def _take(self, method: str, path: str) -> Fault | None:
@@ -154,6 +159,11 @@ class FaultProxy:
             return _status_response(fault)
         if fault is not None and fault.action == "delay":
             await asyncio.sleep(fault.seconds)
+        if fault is not None and fault.action == "blackhole":
+            await asyncio.sleep(fault.seconds)
+            if request.transport is not None:
+                request.transport.close()
+            raise web.HTTPServiceUnavailable()  # never sent: the connection is gone
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
         assert self._session is not None
         async with self._session.request(
