@@ -104,9 +104,9 @@ def _ratio(a: Any, b: Any) -> str:
 def throughput_table(rows: dict[tuple[str, str, str, str], dict[str, Any]], size: str) -> list[str]:
     lines = [
         "| workload | nodes / init / measured | scheduler | throughput avg | p50 | p90 | p99 (pods/s) "
-        "| latency p50 | p99 (s) | CPU s | peak RSS MiB | API req/pod | writes/pod (events) "
+        "| latency p50 | p99 (s) | CPU s | CPU ms/pod | peak RSS MiB | API req/pod | writes/pod (events) "
         "| other CPU s | status |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for name in WORKLOADS:
         for kind in ALL:
@@ -121,7 +121,8 @@ def throughput_table(rows: dict[tuple[str, str, str, str], dict[str, Any]], size
                 f"| {_avg(row)} | {_num(row.get('throughput_p50'))} "
                 f"| {_num(row.get('throughput_p90'))} | {_num(row.get('throughput_p99'))} "
                 f"| {_num(row.get('latency_p50_s'), 2)} | {_num(row.get('latency_p99_s'), 2)} "
-                f"| {_num(row.get('cpu_seconds'), 1)} | {_num((row.get('peak_rss_bytes') or 0) / 2**20)} "
+                f"| {_num(row.get('cpu_seconds'), 1)} | {_num(row.get('cpu_ms_per_pod'), 2)} "
+                f"| {_num((row.get('peak_rss_bytes') or 0) / 2**20)} "
                 f"| {_num(row.get('api_requests_per_pod'), 2)} | {_num(writes, 2)} ({_num(events, 2)}) "
                 f"| {_num(row.get('foreign_cpu_seconds'), 0)} | {_status(row)} |"
             )
@@ -131,8 +132,8 @@ def throughput_table(rows: dict[tuple[str, str, str, str], dict[str, Any]], size
 def comparison_table(rows: dict[tuple[str, str, str, str], dict[str, Any]], size: str) -> list[str]:
     lines = [
         "| workload | kopf / kube throughput | kopf / raw-binder ceiling | kube / ceiling "
-        "| kopf / kube p99 latency | kopf / kube peak RSS | kopf / kube CPU s |",
-        "|---|--:|--:|--:|--:|--:|--:|",
+        "| kopf / kube p99 latency | kopf / kube peak RSS | kopf / kube CPU s | CPU ms/pod kopf / kube |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     found = False
     for name in WORKLOADS:
@@ -152,7 +153,8 @@ def comparison_table(rows: dict[tuple[str, str, str, str], dict[str, Any]], size
             f"| {_ratio(throughput(kube), throughput(raw))} "
             f"| {_ratio(get(kopf, 'latency_p99_s'), get(kube, 'latency_p99_s'))} "
             f"| {_ratio(get(kopf, 'peak_rss_bytes'), get(kube, 'peak_rss_bytes'))} "
-            f"| {_ratio(get(kopf, 'cpu_seconds'), get(kube, 'cpu_seconds'))} |"
+            f"| {_ratio(get(kopf, 'cpu_seconds'), get(kube, 'cpu_seconds'))} "
+            f"| {_num(get(kopf, 'cpu_ms_per_pod'), 2)} / {_num(get(kube, 'cpu_ms_per_pod'), 2)} |"
         )
     return lines if found else []
 
@@ -162,8 +164,9 @@ def latency_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list
     if not keys:
         return []
     lines = [
-        "| mode | size | nodes | pods | scheduler | latency p50 | p90 | p99 | max (s) | CPU s | status |",
-        "|---|---|--:|--:|---|--:|--:|--:|--:|--:|---|",
+        "| mode | size | nodes | pods | scheduler | latency p50 | p90 | p99 | max (s) | CPU s | CPU ms/pod "
+        "| status |",
+        "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|---|",
     ]
     order = {k: i for i, k in enumerate(ALL)}
     for key in sorted(keys, key=lambda k: (k[0], k[2], order.get(k[3], 9))):
@@ -173,7 +176,7 @@ def latency_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list
             f"| {rate} pods/s | {key[2]} | {row['nodes']:,} | {row['pods']:,} | {key[3]} "
             f"| {_num(row.get('latency_p50_s'), 3)} | {_num(row.get('latency_p90_s'), 3)} "
             f"| {_num(row.get('latency_p99_s'), 3)} | {_num(row.get('latency_max_s'), 3)} "
-            f"| {_num(row.get('cpu_seconds'), 1)} | {_status(row)} |"
+            f"| {_num(row.get('cpu_seconds'), 1)} | {_num(row.get('cpu_ms_per_pod'), 2)} | {_status(row)} |"
         )
     return lines
 
