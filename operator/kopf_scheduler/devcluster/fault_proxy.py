@@ -13,8 +13,10 @@ answers (watches included). A ``Fault`` changes what matching requests get:
 - ``blackhole``: never forwarded; the connection is held for ``seconds`` and then closed without an
   answer, as when the network drops every packet (streams opened before keep flowing).
 
-A fault applies to the first ``times`` matching requests (None: all until removed). The proxy runs its
-own event loop on a thread, so blocking test code can drive it.
+A fault applies to every ``every``-th matching request (1: each), ``times`` times (None: until removed);
+the first fault in the list that applies is the one used. ``requests`` records every request the proxy
+received: (monotonic time, method, path, the action applied or None). The proxy runs its own event loop
+on a thread, so blocking test code can drive it.
 
     with FaultProxy(cluster) as proxy:
         proxy.add(Fault("POST", r".*/pods/[^/]+/binding", "stored_then_504", times=3))
@@ -27,6 +29,7 @@ import asyncio
 import re
 import ssl
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -53,15 +56,18 @@ class Fault:
     retry_after: int | None = None
     seconds: float = 0.0
     times: int | None = 1
+    every: int = 1
     #: requests it has applied to so far
     hits: int = 0
+    #: matching requests seen so far (applied to or not)
+    seen: int = 0
     _pattern: re.Pattern[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._pattern = re.compile(self.path)
 
     def matches(self, method: str, path: str) -> bool:
-        return self.method in ("*", method) and self._pattern.fullmatch(path) is not None and not self.spent
+        return self.method in ("*", method) and self._pattern.fullmatch(path) is not None
 
     @property
     def spent(self) -> bool:
@@ -75,6 +81,7 @@ class FaultProxy:
         self.ca_file = ca_file
         self._ssl = ssl.create_default_context(cafile=str(ca_file))
         self._faults: list[Fault] = []
+        self.requests: list[tuple[float, str, str, str | None]] = []
         self._lock = threading.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
@@ -125,11 +132,16 @@ class FaultProxy:
 
     def _take(self, method: str, path: str) -> Fault | None:
         with self._lock:
+            chosen = None
             for fault in self._faults:
-                if fault.matches(method, path):
+                if fault.spent or not fault.matches(method, path):
+                    continue
+                fault.seen += 1
+                if chosen is None and fault.seen % fault.every == 0:
                     fault.hits += 1
-                    return fault
-        return None
+                    chosen = fault
+            self.requests.append((time.monotonic(), method, path, chosen.action if chosen else None))
+            return chosen
 
     async def _start(self) -> str:
         self._session = aiohttp.ClientSession(

@@ -12,6 +12,7 @@ record (its audit log and the pods), never from the operator's logs:
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,52 @@ def test_bindings_survive_bad_answers(
     else:
         assert failures == [], [e["message"] for e in failures]
     assert operator.alive, operator.tail()
+
+
+def test_half_the_bindings_throttled_and_some_answers_dropped(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """Every second binding POST answered 429 with ``Retry-After: 2``; of the others, three are stored
+    and then their answer dropped. Each pod is bound once, with PodScheduled=True and no FailedScheduling
+    event (all of it is retried within the binding cycle), and every retry after a 429 came at least the
+    two seconds the server asked for after it."""
+    count = 40
+    scope.nodes(3)
+    operator = operators.start(
+        "op-throttled", lease_namespace=scope.namespace, kubeconfig=proxy.kubeconfig(tmp_path / "kubeconfig")
+    )
+    operator.wait_leading()
+    throttle = proxy.add(Fault("POST", BINDING, "answer", status=429, retry_after=2, every=2, times=None))
+    drop = proxy.add(Fault("POST", BINDING, "stored_then_drop", times=3))
+    names = [f"t{i:02d}" for i in range(count)]
+    scope.create_pods([scope.pod(name) for name in names])
+    scope.wait_all_bound(timeout=120)
+    assert throttle.hits >= count // 2 and drop.hits == 3, (throttle.hits, drop.hits)
+
+    bindings = Counter(
+        r.name
+        for r in read(control_plane.cluster.audit_log)
+        if r.is_binding and r.namespace == scope.namespace and r.succeeded
+    )
+    assert bindings == Counter({name: 1 for name in names})
+    for name, pod in scope.pods().items():
+        conditions = {c["type"]: c for c in pod["status"].get("conditions") or ()}
+        assert conditions["PodScheduled"]["status"] == "True", (name, conditions["PodScheduled"])
+    wait_until(
+        lambda: {e["involvedObject"]["name"] for e in scope.events("Scheduled")} == set(names),
+        30,
+        "a Scheduled event for every pod",
+    )
+    assert scope.events("FailedScheduling") == []
+
+    by_pod: dict[str, list[tuple[float, str | None]]] = {}
+    for at, method, path, action in proxy.requests:
+        if method == "POST" and path.endswith("/binding") and f"/namespaces/{scope.namespace}/" in path:
+            by_pod.setdefault(path, []).append((at, action))
+    throttled = 0
+    for attempts in by_pod.values():
+        for (at, action), (then, _) in itertools.pairwise(attempts):
+            if action == "answer":
+                throttled += 1
+                assert then - at >= 2.0, f"a retry {then - at:.2f} s after a 429 asking for 2 s"
+    assert throttled == throttle.hits
