@@ -498,6 +498,21 @@ class DevCluster:
             self.stop_controller_manager()
             raise
 
+    def restart(self, name: str, *, down_for: float = 0.0) -> None:
+        """Stop etcd or kube-apiserver (SIGTERM) and start it again as before: same address, data,
+        credentials and flags, so every client reconnects to the same URL. ``down_for`` seconds pass
+        in between. Returns once it is ready again. For fault tests: a crash and restart."""
+        if name not in (ETCD, APISERVER):
+            raise UsageError(f"restart: {name!r} is not one of {ETCD}, {APISERVER}")
+        old = self.components[name]
+        stop(old)
+        time.sleep(down_for)
+        self._start(name, old.argv, self.urls[name])
+        if name == ETCD:
+            self._wait_ready(ETCD, f"{self.urls[ETCD]}/health", verify=False, timeout=30.0)
+        else:
+            self._wait_ready(APISERVER, f"{self.server}/readyz", verify=True)
+
     def stop_controller_manager(self) -> None:
         self._stop_component(CONTROLLER_MANAGER)
 

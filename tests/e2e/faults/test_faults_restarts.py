@@ -1,0 +1,85 @@
+"""Fault tier: the control plane restarts under the scheduler. On a cluster of its own (the session's
+is not restarted under other tests), 300 pods are created, and once the operator has bound some of
+them, kube-apiserver or etcd is stopped and started again on the same address. Afterwards, from the API
+server's own record: every pod bound by exactly one successful binding request, no node holding more
+than its allocatable CPU or pod count, and the operator still running (it reconnected; nothing died)."""
+
+from __future__ import annotations
+
+import atexit
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from operator_harness import Operators, Scope, wait_until
+
+from kopf_scheduler.api.quantity import parse_quantity
+from kopf_scheduler.devcluster import DevCluster
+from kopf_scheduler.devcluster.audit import read
+from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, default_crds_dir
+from kopf_scheduler.devcluster.harness import ClusterHarness
+from kopf_scheduler.errors import UsageError
+
+pytestmark = pytest.mark.e2e
+
+COUNT = 300
+
+
+@pytest.fixture(scope="module")
+def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHarness]:
+    dev = DevCluster(
+        tmp_path_factory.mktemp("restarts") / "cluster", crds_dir=default_crds_dir(), die_with_parent=True
+    )
+    atexit.register(dev.down)
+    try:
+        try:
+            dev.up()
+        except UsageError as e:  # binaries missing: `make controlplane` was not run
+            pytest.fail(f"control plane not available: {e}", pytrace=False)
+        yield ClusterHarness.of(dev)
+    finally:
+        dev.down()
+        atexit.unregister(dev.down)
+
+
+@pytest.mark.parametrize("component", [APISERVER, ETCD])
+def test_a_control_plane_restart_in_a_burst(
+    own_cluster: ClusterHarness, tmp_path: Path, component: str
+) -> None:
+    cp = own_cluster
+    scope = Scope(cp)
+    operators = Operators(cp.kubeconfig, tmp_path)
+    try:
+        scope.nodes(4, cpu="4", memory="32Gi", pods="110")  # 440 pod slots, 16 CPUs for 300 x 50m
+        operator = operators.start("op-restarts", lease_namespace=scope.namespace, leader_elect=False)
+        operator.wait_for_log("scheduling starts")
+        names = [f"r{i:03d}" for i in range(COUNT)]
+        scope.create_pods([scope.pod(name, requests={"cpu": "50m", "memory": "10Mi"}) for name in names])
+        wait_until(lambda: len(scope.bound()) >= 30, 60, "30 pods bound before the restart")
+        cp.cluster.restart(component, down_for=2.0)
+        scope.wait_all_bound(timeout=180)
+        assert operator.alive, operator.tail()
+
+        bindings = Counter(
+            r.name
+            for r in read(cp.cluster.audit_log)
+            if r.is_binding and r.namespace == scope.namespace and r.succeeded
+        )
+        assert bindings == Counter({name: 1 for name in names})
+        cpu: dict[str, float] = defaultdict(float)
+        count: Counter[str] = Counter()
+        for pod in scope.pods().values():
+            node = pod["spec"]["nodeName"]
+            count[node] += 1
+            cpu[node] += sum(
+                float(parse_quantity(c["resources"]["requests"]["cpu"])) for c in pod["spec"]["containers"]
+            )
+        for node in cp.get("/api/v1/nodes")["items"]:
+            name, allocatable = node["metadata"]["name"], node["status"]["allocatable"]
+            assert cpu[name] <= float(parse_quantity(allocatable["cpu"])), (name, cpu[name])
+            assert count[name] <= int(allocatable["pods"]), (name, count[name])
+    finally:
+        problems = operators.stop_all()
+        scope.cleanup()
+    assert not problems, problems
