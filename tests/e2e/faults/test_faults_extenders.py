@@ -1,0 +1,97 @@
+"""Fault tier: a profile's filter extender misbehaves on its first calls: it hangs past its httpTimeout,
+then answers garbage, then a 16 MiB body (over the 8 MiB limit), then lies about binding (a bind verb
+that answers success without binding), and only then behaves. Its pod is retried and bound, each bad
+answer was reported to the user in a FailedScheduling event, and another profile's pods, arriving at the
+same time, are all bound meanwhile. Read from the API server: pods, events and the audit log."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+from operator_harness import Operators, Scope, wait_profile
+
+from kopf_scheduler.devcluster.audit import read
+from kopf_scheduler.devcluster.harness import ClusterHarness
+from kopf_scheduler.testing.extender_server import Answer, FakeExtender
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_misbehaving_extender_costs_its_own_pod_retries_only(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    nodes = scope.nodes(2)
+    lock = threading.Lock()
+    calls: Counter[str] = Counter()
+
+    def filter_reply(args: dict[str, Any]) -> Answer:
+        with lock:
+            calls["filter"] += 1
+            n = calls["filter"]
+        if n == 1:
+            return Answer({"NodeNames": nodes}, delay=3.0)  # past the 1 s httpTimeout
+        if n == 2:
+            return Answer(b"<html>502 Bad Gateway</html>")
+        if n == 3:
+            return Answer(b"[" + b" " * (16 * 2**20) + b"]")
+        return Answer({"NodeNames": args["NodeNames"], "FailedNodes": {}, "Error": ""})
+
+    def bind_reply(args: dict[str, Any]) -> Answer:
+        with lock:
+            calls["bind"] += 1
+            honest = calls["bind"] > 1
+        if honest:
+            control_plane.post(
+                f"/api/v1/namespaces/{args['PodNamespace']}/pods/{args['PodName']}/binding",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": args["PodName"], "uid": args["PodUID"]},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]},
+                },
+            )
+        return Answer({"Error": ""})
+
+    with FakeExtender({"filter": filter_reply, "bind": bind_reply}) as extender:
+        flaky, steady = scope.name("flaky"), scope.name("steady")
+        scope.create_profile(
+            flaky,
+            {
+                "schedulerName": flaky,
+                "extenders": [
+                    {
+                        "urlPrefix": extender.url,
+                        "filterVerb": "filter",
+                        "bindVerb": "bind",
+                        "nodeCacheCapable": True,
+                        "httpTimeout": "1s",
+                    }
+                ],
+            },
+        )
+        scope.create_profile(steady, {"schedulerName": steady})
+        operator = operators.start(
+            "op-flaky-extender", lease_namespace=scope.namespace, env={"KOPF_SCHEDULER_CONFIRM_TIMEOUT": "2"}
+        )
+        operator.wait_leading()
+        wait_profile(control_plane, flaky, "True")
+        wait_profile(control_plane, steady, "True")
+        scope.create_pod("victim", scheduler_name=flaky)
+        scope.create_pods([scope.pod(f"s{i:02d}", scheduler_name=steady) for i in range(60)], concurrency=4)
+        scope.wait_all_bound(timeout=120)
+
+    assert calls["filter"] >= 4 and calls["bind"] == 2, calls
+    messages = [e["message"] for e in scope.events("FailedScheduling", "victim")]
+    told = " | ".join(messages)
+    for words in ("Client.Timeout exceeded", "invalid JSON", "exceeds 8388608 bytes", "still unbound"):
+        assert words in told, (words, messages)
+    bindings = Counter(
+        r.name
+        for r in read(control_plane.cluster.audit_log)
+        if r.is_binding and r.namespace == scope.namespace and r.succeeded
+    )
+    assert set(bindings.values()) == {1} and len(bindings) == 61, bindings
+    assert operator.alive, operator.tail()
