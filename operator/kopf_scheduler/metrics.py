@@ -8,7 +8,7 @@ when the endpoint is scraped, so they cost nothing between scrapes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIServer, make_server
 
@@ -19,7 +19,7 @@ from prometheus_client import (
     disable_created_metrics,
     make_wsgi_app,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 from prometheus_client.registry import Collector
 from prometheus_client.utils import INF
@@ -29,6 +29,9 @@ from kopf_scheduler.framework.pod_info import QueuedPodInfo
 if TYPE_CHECKING:
     from kopf_scheduler.scheduler import Scheduler
 
+
+#: the ``name`` label of ``leader_election_master_status`` (client-go's metric; the Lease's name)
+LEASE_METRIC_NAME = "kopf-scheduler"
 
 # kube-scheduler exports no ``*_created`` series; neither do we.
 disable_created_metrics()
@@ -66,6 +69,47 @@ class _StateCollector(Collector):
         cache.add_metric(["pods"], self.scheduler.cache.pod_count())
         cache.add_metric(["assumed_pods"], self.scheduler.cache.assumed_count())
         yield cache
+
+
+class _OperatorCollector(Collector):
+    """The operator's own state, read at scrape time: leading or not (client-go's leader election
+    metric), SchedulingProfiles accepted and refused, and binding requests by outcome."""
+
+    def __init__(
+        self,
+        leading: Callable[[], bool],
+        profiles: Callable[[], Mapping[str, int]],
+        binds: Callable[[], Mapping[str, int]],
+    ) -> None:
+        self.leading, self.profiles, self.binds = leading, profiles, binds
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        leader = GaugeMetricFamily(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 "
+            "indicates master. 'name' is the string used to identify the lease.",
+            labels=["name"],
+        )
+        leader.add_metric([LEASE_METRIC_NAME], 1.0 if self.leading() else 0.0)
+        yield leader
+        profiles = GaugeMetricFamily(
+            "kopf_scheduler_profiles",
+            "SchedulingProfiles by whether their current generation is accepted.",
+            labels=["accepted"],
+        )
+        for accepted, count in sorted(self.profiles().items()):
+            profiles.add_metric([accepted], count)
+        yield profiles
+        binds = CounterMetricFamily(
+            "kopf_scheduler_binding_requests",
+            "Binding requests by outcome: ok, conflict (bound elsewhere), gone (deleted), error (reported "
+            "and retried later), retried (sent again within the binding cycle).",
+            labels=["result"],
+        )
+        counts = self.binds()
+        for result in ("ok", "conflict", "gone", "error", "retried"):
+            binds.add_metric([result], counts.get(result, 0))
+        yield binds
 
 
 class SchedulerMetrics:
@@ -143,6 +187,16 @@ class SchedulerMetrics:
         scheduler.bound_hooks.append(bound)
         scheduler.failed_hooks.append(failed)
         scheduler.extension_hooks.append(extension)
+
+    def attach_operator(
+        self,
+        *,
+        leading: Callable[[], bool],
+        profiles: Callable[[], Mapping[str, int]],
+        binds: Callable[[], Mapping[str, int]],
+    ) -> None:
+        """Exports the operator's state: the leader gauge, profiles accepted and refused, bindings."""
+        self.registry.register(_OperatorCollector(leading, profiles, binds))
 
     def serve(
         self, port: int, address: str = "0.0.0.0", ready: Callable[[], tuple[bool, str]] | None = None

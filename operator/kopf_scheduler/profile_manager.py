@@ -78,6 +78,8 @@ class ProfileManager:
         self._default: Framework | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._transitions: dict[tuple[str, str], tuple[str, str]] = {}
+        #: object name -> whether its current generation is accepted (the Accepted condition)
+        self._accepted: dict[str, bool] = {}
 
     async def on_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -87,6 +89,7 @@ class ProfileManager:
             self._objects.pop(name, None)
             self._served.pop(name, None)
             self._written.pop(name, None)
+            self._accepted.pop(name, None)
             for key in [key for key in self._transitions if key[0] == name]:
                 del self._transitions[key]
         else:
@@ -110,6 +113,11 @@ class ProfileManager:
             out[self.default_name or ""] = "<built-in>"
         return out
 
+    def accepted_counts(self) -> dict[str, int]:
+        """How many SchedulingProfiles are accepted (``"true"``) and refused (``"false"``) as they stand."""
+        accepted = sum(self._accepted.values())
+        return {"true": accepted, "false": len(self._accepted) - accepted}
+
     async def reconcile(self) -> None:
         claimed: dict[str, str] = {}
         statuses: dict[str, dict[str, Any]] = {}
@@ -117,6 +125,7 @@ class ProfileManager:
             statuses[name] = self._reconcile_one(name, obj, claimed)
         self._apply(claimed)
         for name, status in statuses.items():
+            self._accepted[name] = status["conditions"][0]["status"] == "True"
             if self._written.get(name) == status:
                 continue
             if _shown(self._objects.get(name)) == _without_nulls(status):

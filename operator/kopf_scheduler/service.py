@@ -136,6 +136,11 @@ class SchedulerService:
         self.client.supervise(lambda task: self.supervisor.watch(task))
         self.metrics = SchedulerMetrics()
         self.metrics.attach(self.scheduler)
+        self.metrics.attach_operator(
+            leading=lambda: self.leading.is_set(),
+            profiles=lambda: self.profiles.accepted_counts(),
+            binds=lambda: self.client.stats.binds,
+        )
         self.profiles = ProfileManager(
             self.scheduler, self._write_profile_status, config.default_scheduler_name, config.profile_bounds
         )
