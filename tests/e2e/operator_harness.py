@@ -40,7 +40,8 @@ from typing import Any, Literal, TypeVar
 
 import pytest
 
-from kopf_scheduler.devcluster import DevCluster, create_nodes, find_bin_dir
+from kopf_scheduler.devcluster import DevCluster, audit, create_nodes, find_bin_dir
+from kopf_scheduler.devcluster.audit import AuditRecord
 from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps, pod_manifest
 from kopf_scheduler.devcluster.nodes import ZONE_LABEL, node_body
@@ -687,3 +688,26 @@ def kubectl(
             f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}"
         )
     return result
+
+
+def settled_audit(cp: ClusterHarness, namespace: str, timeout: float = 15.0) -> list[AuditRecord]:
+    """The audit log once it holds every request answered so far. The API server writes a request's
+    record when its response is complete, so a request just answered (a binding whose pod a test already
+    sees bound) may not be in the log yet: a barrier write is made now (an annotation on ``namespace``)
+    and the log is read until the barrier's record is in it."""
+    path = f"/api/v1/namespaces/{namespace}"
+
+    def barriers(records: list[AuditRecord]) -> int:
+        return sum(
+            1 for r in records if r.verb == "patch" and r.resource == "namespaces" and r.name == namespace
+        )
+
+    before = barriers(audit.read(cp.cluster.audit_log))
+    marker = {"metadata": {"annotations": {"e2e.kopf-scheduler.dev/audit-barrier": uuid.uuid4().hex}}}
+    response = cp.api.request("PATCH", path, marker, content_type="application/merge-patch+json")
+    assert response.status == 200, response.text()
+    return wait_until(
+        lambda: (records := audit.read(cp.cluster.audit_log)) and barriers(records) > before and records,
+        timeout,
+        f"the audit barrier on namespace {namespace} in the log",
+    )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from operator_harness import settled_audit
 
 from kopf_scheduler.devcluster import ApiClient
-from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 from kopf_scheduler.devcluster.pki import ADMIN_USER, DEV_USERS
 
@@ -31,6 +31,6 @@ def test_writes_are_recorded_with_user_and_code_and_reads_are_not(control_plane:
     )
     assert refused.status == 403, refused.text()
 
-    records = [r for r in read(control_plane.cluster.audit_log) if r.namespace == ns and r.name == "p"]
+    records = [r for r in settled_audit(control_plane, ns) if r.namespace == ns and r.name == "p"]
     assert [(r.verb, r.user, r.code) for r in records] == [("create", ADMIN_USER, 201), ("delete", user, 403)]
     assert records[0].received <= records[0].completed <= records[1].received

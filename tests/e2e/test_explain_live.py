@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, Scope
+from operator_harness import Operators, Scope, settled_audit
 
 from kopf_scheduler.devcluster import find_bin_dir
-from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.simulate import live
 
@@ -84,7 +83,7 @@ def test_explain_agrees_with_the_operator(
     assert f"unschedulable: {failed['message']}" in done.stdout
     assert "what would help:" in done.stdout and f"{plain[0]} (-1)," in done.stdout
 
-    records = read(control_plane.cluster.audit_log)
+    records = settled_audit(control_plane, ns)
     assert any(r.is_binding and r.namespace == ns for r in records), (
         "the audit log records this test's writes"
     )

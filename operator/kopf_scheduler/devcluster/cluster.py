@@ -403,8 +403,9 @@ class DevCluster:
             return []
         policy = self.state_dir / AUDIT_POLICY_FILE
         policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
-        # Blocking mode: a request's record is written before its response, so a test that has seen
-        # a response finds its record.
+        # Blocking mode: no record is dropped under load. A request's ResponseComplete record is written
+        # once its response has been sent, so a client can see the effect a moment before the record:
+        # readers that need every request so far write a barrier first (tests/e2e: settled_audit).
         return [
             f"--audit-policy-file={policy}",
             f"--audit-log-path={self.audit_log}",

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, Scope, wait_until
+from operator_harness import Operators, Scope, settled_audit, wait_until
 
-from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.fault_proxy import Fault, FaultProxy
 from kopf_scheduler.devcluster.harness import ClusterHarness
 
@@ -71,7 +70,7 @@ def test_bindings_survive_bad_answers(
 
     bindings = Counter(
         r.name
-        for r in read(control_plane.cluster.audit_log)
+        for r in settled_audit(control_plane, scope.namespace)
         if r.is_binding and r.namespace == scope.namespace and r.succeeded
     )
     assert bindings == Counter({name: 1 for name in names})
@@ -116,7 +115,7 @@ def test_half_the_bindings_throttled_and_some_answers_dropped(
 
     bindings = Counter(
         r.name
-        for r in read(control_plane.cluster.audit_log)
+        for r in settled_audit(control_plane, scope.namespace)
         if r.is_binding and r.namespace == scope.namespace and r.succeeded
     )
     assert bindings == Counter({name: 1 for name in names})

@@ -11,9 +11,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from operator_harness import Operators, Scope, wait_profile
+from operator_harness import Operators, Scope, settled_audit, wait_profile
 
-from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.testing.extender_server import Answer, FakeExtender
 
@@ -90,7 +89,7 @@ def test_a_misbehaving_extender_costs_its_own_pod_retries_only(
         assert words in told, (words, messages)
     bindings = Counter(
         r.name
-        for r in read(control_plane.cluster.audit_log)
+        for r in settled_audit(control_plane, scope.namespace)
         if r.is_binding and r.namespace == scope.namespace and r.succeeded
     )
     assert set(bindings.values()) == {1} and len(bindings) == 61, bindings

@@ -20,9 +20,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_harness import LEASE_DURATION, OperatorProcess, Operators, Scope, holder, lease, wait_until
+from operator_harness import (
+    LEASE_DURATION,
+    OperatorProcess,
+    Operators,
+    Scope,
+    holder,
+    lease,
+    settled_audit,
+    wait_until,
+)
 
-from kopf_scheduler.devcluster.audit import AuditRecord, read
+from kopf_scheduler.devcluster.audit import AuditRecord
 from kopf_scheduler.devcluster.fault_proxy import Fault, FaultProxy
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.k8s.timestamps import parse
@@ -88,7 +97,7 @@ def _burst_with_failover(
         heal()
     scope.wait_all_bound(timeout=120)
 
-    records = read(cp.cluster.audit_log)
+    records = settled_audit(cp, ns)
     bindings = Counter(r.name for r in records if r.is_binding and r.namespace == ns and r.succeeded)
     assert bindings == Counter({body["metadata"]["name"]: 1 for body in bodies})
     acquired = parse(lease(cp, ns)["spec"]["acquireTime"])

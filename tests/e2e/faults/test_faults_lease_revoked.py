@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_harness import RENEW_DEADLINE, Operators, Scope, wait_until
+from operator_harness import RENEW_DEADLINE, Operators, Scope, settled_audit, wait_until
 
-from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.harness import ClusterHarness
 
 pytestmark = pytest.mark.e2e
@@ -85,7 +84,7 @@ def test_a_leader_that_may_no_longer_renew_stops(
     assert code == 1, operator.tail()
     assert "lost the lease" in operator.log(), operator.tail()
 
-    records = read(control_plane.cluster.audit_log)
+    records = settled_audit(control_plane, scope.namespace)
     [revoked] = [
         r
         for r in records

@@ -12,11 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_harness import Operators, Scope, wait_until
+from operator_harness import Operators, Scope, settled_audit, wait_until
 
 from kopf_scheduler.api.quantity import parse_quantity
 from kopf_scheduler.devcluster import DevCluster
-from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.errors import UsageError
@@ -63,7 +62,7 @@ def test_a_control_plane_restart_in_a_burst(
 
         bindings = Counter(
             r.name
-            for r in read(cp.cluster.audit_log)
+            for r in settled_audit(cp, scope.namespace)
             if r.is_binding and r.namespace == scope.namespace and r.succeeded
         )
         assert bindings == Counter({name: 1 for name in names})

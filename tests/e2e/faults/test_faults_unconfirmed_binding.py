@@ -10,9 +10,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from operator_harness import Operators, Scope, wait_profile
+from operator_harness import Operators, Scope, settled_audit, wait_profile
 
-from kopf_scheduler.devcluster.audit import read
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.testing.extender_server import Answer, FakeExtender
 
@@ -64,7 +63,7 @@ def test_a_binding_answered_but_never_stored_is_scheduled_again(
 
     bindings = Counter(
         r.name
-        for r in read(control_plane.cluster.audit_log)
+        for r in settled_audit(control_plane, scope.namespace)
         if r.is_binding and r.namespace == scope.namespace
     )
     assert bindings == Counter({"p": 1})
