@@ -711,3 +711,16 @@ def settled_audit(cp: ClusterHarness, namespace: str, timeout: float = 15.0) -> 
         timeout,
         f"the audit barrier on namespace {namespace} in the log",
     )
+
+
+def bind_as_extender(cp: ClusterHarness, args: Mapping[str, Any]) -> None:
+    """What an honest bind verb does with its ``ExtenderBindingArgs``: POST the pod's binding."""
+    cp.post(
+        f"/api/v1/namespaces/{args['PodNamespace']}/pods/{args['PodName']}/binding",
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": args["PodName"], "uid": args["PodUID"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]},
+        },
+    )

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from operator_harness import Operators, Scope, settled_audit, wait_profile
+from operator_harness import Operators, Scope, bind_as_extender, settled_audit, wait_profile
 
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.testing.extender_server import Answer, FakeExtender
@@ -43,15 +43,7 @@ def test_a_misbehaving_extender_costs_its_own_pod_retries_only(
             calls["bind"] += 1
             honest = calls["bind"] > 1
         if honest:
-            control_plane.post(
-                f"/api/v1/namespaces/{args['PodNamespace']}/pods/{args['PodName']}/binding",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": args["PodName"], "uid": args["PodUID"]},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]},
-                },
-            )
+            bind_as_extender(control_plane, args)
         return Answer({"Error": ""})
 
     with FakeExtender({"filter": filter_reply, "bind": bind_reply}) as extender:

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from operator_harness import Operators, Scope, settled_audit, wait_profile
+from operator_harness import Operators, Scope, bind_as_extender, settled_audit, wait_profile
 
 from kopf_scheduler.devcluster.harness import ClusterHarness
 from kopf_scheduler.testing.extender_server import Answer, FakeExtender
@@ -29,15 +29,7 @@ def test_a_binding_answered_but_never_stored_is_scheduled_again(
     def bind(args: dict[str, Any]) -> Answer:
         asked.append(args)
         if len(asked) > 1:  # honest from the second call on: bind as the extender would
-            control_plane.post(
-                f"/api/v1/namespaces/{args['PodNamespace']}/pods/{args['PodName']}/binding",
-                {
-                    "apiVersion": "v1",
-                    "kind": "Binding",
-                    "metadata": {"name": args["PodName"], "uid": args["PodUID"]},
-                    "target": {"apiVersion": "v1", "kind": "Node", "name": args["Node"]},
-                },
-            )
+            bind_as_extender(control_plane, args)
         return Answer({"Error": ""})
 
     with FakeExtender({"bind": bind}) as extender:
