@@ -133,6 +133,7 @@ class KopfScheduler(Scheduler):
             *command, "run",
             "--leader-elect", "false",
             "--metrics-port", str(self.metrics_port),
+            "--insecure-metrics",  # as kube-scheduler's /metrics is scraped here: no credentials on loopback
             "--liveness-port", str(self.liveness_port),
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("KOPF_SCHEDULER_")}

@@ -7,20 +7,16 @@ when the endpoint is scraped, so they cost nothing between scrapes.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIServer, make_server
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
     disable_created_metrics,
-    make_wsgi_app,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 from prometheus_client.registry import Collector
 from prometheus_client.utils import INF
 
@@ -197,26 +193,6 @@ class SchedulerMetrics:
     ) -> None:
         """Exports the operator's state: the leader gauge, profiles accepted and refused, bindings."""
         self.registry.register(_OperatorCollector(leading, profiles, binds))
-
-    def serve(
-        self, port: int, address: str = "0.0.0.0", ready: Callable[[], tuple[bool, str]] | None = None
-    ) -> WSGIServer:
-        """Serves ``/metrics`` on ``port`` from a background thread (the server is returned), and
-        ``/readyz`` (200 ``ok: why``, or 503 with the reason) when ``ready`` is given, as kube-scheduler
-        serves both on its port 10259. ``OSError`` when the port is taken."""
-        metrics = make_wsgi_app(self.registry)
-
-        def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-            if ready is not None and environ.get("PATH_INFO") == "/readyz":
-                ok, why = ready()
-                status = "200 OK" if ok else "503 Service Unavailable"
-                start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
-                return [f"{'ok' if ok else 'not ready'}: {why}\n".encode()]
-            return list(metrics(environ, start_response))
-
-        server = make_server(address, port, app, ThreadingWSGIServer, handler_class=_SilentHandler)
-        threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
-        return server
 
 
 def _since(started: float) -> float:

@@ -16,7 +16,34 @@ from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR
 
 def add_parser(sub: Any, name: str) -> None:
     parser = sub.add_parser(name, help="run the scheduler against a cluster (KUBECONFIG or in-cluster)")
-    parser.add_argument("--metrics-port", type=int, default=10259, help="Prometheus /metrics port (0: off)")
+    serving = parser.add_argument_group("the secure port: /metrics and /readyz, as kube-scheduler's 10259")
+    serving.add_argument(
+        "--metrics-port",
+        "--secure-port",
+        type=int,
+        default=10259,
+        help="HTTPS port of /metrics and /readyz (0: off)",
+    )
+    serving.add_argument("--bind-address", default="0.0.0.0", help="address the secure port listens on")
+    serving.add_argument(
+        "--tls-cert-file",
+        default="",
+        metavar="FILE",
+        help="serving certificate (PEM), re-read when it changes; default: a self-signed one made at start",
+    )
+    serving.add_argument("--tls-private-key-file", default="", metavar="FILE", help="its private key (PEM)")
+    serving.add_argument(
+        "--authorization-always-allow-paths",
+        default=None,
+        metavar="PATHS",
+        help="comma-separated paths served without credentials (default /healthz,/readyz,/livez); any other "
+        "path needs a user the API server authenticates (TokenReview) and authorises (SubjectAccessReview)",
+    )
+    serving.add_argument(
+        "--insecure-metrics",
+        action="store_true",
+        help="development only: plain HTTP on 127.0.0.1, no authentication",
+    )
     parser.add_argument("--liveness-port", type=int, default=8080, help="liveness endpoint /healthz (0: off)")
     parser.add_argument(
         "--default-scheduler-name",
@@ -64,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     os.environ.update(
         {
             "KOPF_SCHEDULER_METRICS_PORT": str(args.metrics_port),
+            "KOPF_SCHEDULER_BIND_ADDRESS": args.bind_address,
+            "KOPF_SCHEDULER_TLS_CERT_FILE": args.tls_cert_file,
+            "KOPF_SCHEDULER_TLS_PRIVATE_KEY_FILE": args.tls_private_key_file,
+            "KOPF_SCHEDULER_INSECURE_METRICS": "true" if args.insecure_metrics else "false",
             "KOPF_SCHEDULER_DEFAULT_SCHEDULER_NAME": args.default_scheduler_name,
             "KOPF_SCHEDULER_LEADER_ELECT": args.leader_elect,
             "KOPF_SCHEDULER_LEASE_NAMESPACE": args.lease_namespace,
@@ -75,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
             "KOPF_SCHEDULER_ALLOW_EXTENDER_LINK_LOCAL": "true" if args.allow_extender_link_local else "false",
         }
     )
+    if args.authorization_always_allow_paths is not None:
+        os.environ["KOPF_SCHEDULER_ALWAYS_ALLOW_PATHS"] = args.authorization_always_allow_paths
     runner = importlib.import_module("kopf_scheduler.handlers.runner")
     return int(
         runner.main(verbose=args.verbose, liveness_port=args.liveness_port, metrics_port=args.metrics_port)

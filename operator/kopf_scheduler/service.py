@@ -30,6 +30,7 @@ from kopf_scheduler.heap import HeapSettler
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestClient, load_connection
 from kopf_scheduler.k8s.leader_thread import LeaderThread
 from kopf_scheduler.metrics import SchedulerMetrics
+from kopf_scheduler.metrics_server import MetricsServer, ServingConfig, ServingError
 from kopf_scheduler.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.profile_manager import ProfileManager
 from kopf_scheduler.resync import Resync
@@ -72,7 +73,8 @@ class ServiceConfig:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
-    metrics_port: int = 0
+    #: the secure port of /metrics and /readyz (port 0: not served)
+    metrics: ServingConfig = field(default_factory=lambda: ServingConfig(port=0))
     bind_concurrency: int = 64
     #: on a graceful stop, how long bindings in flight may take before they are cancelled
     stop_timeout: float = 5.0
@@ -95,7 +97,7 @@ class ServiceConfig:
             renew_deadline=float(_env("RENEW_DEADLINE", "10")),
             retry_period=float(_env("RETRY_PERIOD", "2")),
             identity=_env("IDENTITY", f"{socket.gethostname()}_{os.getpid()}"),
-            metrics_port=int(_env("METRICS_PORT", "0")),
+            metrics=ServingConfig.from_env(int(_env("METRICS_PORT", "0"))),
             bind_concurrency=int(_env("BIND_CONCURRENCY", "64")),
             stop_timeout=float(_env("STOP_TIMEOUT", "5")),
             confirm_timeout=float(_env("CONFIRM_TIMEOUT", "30")),
@@ -112,14 +114,20 @@ class SchedulerService:
         client: KubeClient | None = None,
         supervisor: Supervisor | None = None,
         lease_rest: Callable[[], RestClient] | None = None,
+        review_rest: Callable[[], RestClient] | None = None,
     ) -> None:
         """``lease_rest``: builds the API client of leader election, which runs on a thread of its own
-        (``k8s.leader_thread``); default: a second connection with the same credentials."""
+        (``k8s.leader_thread``); ``review_rest``: the client of the metrics server's TokenReviews and
+        SubjectAccessReviews (its own thread too); default: another connection with the same credentials."""
         self.config = config
         self.client = client or KubeClient(
             load_connection(config.kubeconfig), bind_concurrency=config.bind_concurrency
         )
         self._lease_rest = lease_rest or (lambda: RestClient(self.client.rest.info, connections=2))
+        self._review_rest = review_rest or (
+            lambda: RestClient(self.client.rest.info, connections=4, timeout=5.0)
+        )
+        self.metrics_server: MetricsServer | None = None
         #: watches the background tasks; a failure stops the operator (``supervision``)
         self.supervisor = supervisor or Supervisor()
         self.scheduler = Scheduler(
@@ -164,13 +172,19 @@ class SchedulerService:
     async def start(self) -> None:
         """Serves metrics and /readyz, loads the initial lists, then campaigns for the Lease (or leads at
         once without leader election). A metrics port in use is a failure (the operator stops)."""
-        port = self.config.metrics_port
-        if port:
+        if self.config.metrics.port:
             try:
-                self.metrics.serve(port, ready=self.readiness)
-            except OSError as e:
-                self.supervisor.fail(f"metrics port {port} is in use ({e})")
+                server = MetricsServer(
+                    self.config.metrics,
+                    self.metrics.registry,
+                    ready=self.readiness,
+                    make_rest=self._review_rest,
+                )
+                server.start()
+            except ServingError as e:
+                self.supervisor.fail(str(e))
                 return
+            self.metrics_server = server
         await self.profiles.reconcile()
         await self._initial_sync()
         flush = asyncio.create_task(self.scheduler.queue.run(), name="queue-flush")
@@ -303,6 +317,8 @@ class SchedulerService:
         await self.scheduler.close_extenders()
         await self.client.close()
         await self.heap.stop()
+        if self.metrics_server is not None:
+            await asyncio.to_thread(self.metrics_server.stop)
 
     def readiness(self) -> tuple[bool, str]:
         """Ready when the initial lists are loaded and this instance leads or stands by (campaigns for

@@ -234,12 +234,14 @@ class Operators:
         kubeconfig: Path | None = None,
         env: Mapping[str, str] | None = None,
         args: Iterable[str] = (),
+        secure_metrics: bool = False,
     ) -> OperatorProcess:
         """Start ``kopf-scheduler run`` with leader election in ``lease_namespace``. ``identity`` (default:
         ``name``) is the lease holder identity and the events' reporting instance (``POD_NAME``, as the
         downward API would set it). ``ports``: serve metrics and liveness on free ports (else 0: off); it
-        is then returned once it listens on both. ``kubeconfig``: another identity than the session's
-        admin."""
+        is then returned once it listens on both; metrics are plain HTTP on loopback (``--insecure-metrics``)
+        unless ``secure_metrics`` (HTTPS, delegated authentication and authorization, as deployed).
+        ``kubeconfig``: another identity than the session's admin."""
         spawn = functools.partial(
             self._spawn,
             name,
@@ -248,7 +250,7 @@ class Operators:
             leader_elect=leader_elect,
             kubeconfig=kubeconfig,
             env=env,
-            args=list(args),
+            args=list(args) if secure_metrics else ["--insecure-metrics", *args],
         )
         if not ports:
             return spawn(0, 0)

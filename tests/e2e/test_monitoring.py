@@ -1,12 +1,14 @@
 """The monitoring shipped in ``deploy/monitoring/`` queries only what the scheduler serves: every metric
 named in the Grafana dashboard's panels and in the PrometheusRule's alerts is on a live operator's
-``/metrics`` after it has bound a pod, failed one, and refused a profile; the operator's own gauges say
-what happened (leading 1, one profile refused, one binding ok)."""
+``/metrics`` (scraped over HTTPS with a token, as deployed) after it has bound a pod, failed one, and
+refused a profile; the operator's own gauges say what happened (leading 1, one profile refused, one
+binding ok)."""
 
 from __future__ import annotations
 
 import json
 import re
+import ssl
 import urllib.request
 from pathlib import Path
 
@@ -55,7 +57,9 @@ def test_every_queried_metric_is_served(
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
     scope.nodes(1)
-    operator = operators.start("op-monitoring", lease_namespace=scope.namespace, ports=True)
+    operator = operators.start(
+        "op-monitoring", lease_namespace=scope.namespace, ports=True, secure_metrics=True
+    )
     operator.wait_leading()
     scope.create_pod("fits")
     scope.create_pod("huge", requests={"cpu": "100"})
@@ -72,8 +76,12 @@ def test_every_queried_metric_is_served(
     scope.wait_event("FailedScheduling", "huge")
     wait_profile(control_plane, refused, "False")
 
-    def scrape() -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as resp:
+    def scrape() -> str:  # as Prometheus scrapes the deployed scheduler: HTTPS with a bearer token
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{operator.metrics_port}/metrics",
+            headers={"Authorization": f"Bearer {control_plane.token}"},
+        )
+        with urllib.request.urlopen(request, timeout=5, context=ssl._create_unverified_context()) as resp:
             return str(resp.read().decode())
 
     served = wait_until(

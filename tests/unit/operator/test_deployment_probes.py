@@ -35,6 +35,6 @@ def test_startup_probe_gives_the_initial_lists_ten_minutes() -> None:
 def test_liveness_and_readiness_probe_the_ports_the_operator_serves() -> None:
     container = _container()
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics", "scheme": "HTTPS"}
     assert f"--liveness-port={_port(container, 'health')}" in container["args"]
     assert f"--metrics-port={_port(container, 'metrics')}" in container["args"]

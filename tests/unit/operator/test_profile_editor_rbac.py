@@ -30,7 +30,7 @@ def _all_documents() -> list[dict[str, Any]]:
 def _verbs(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
     verbs: dict[tuple[str, str], set[str]] = {}
     for rule in role.get("rules") or ():
-        for group in rule["apiGroups"]:
+        for group in rule.get("apiGroups", ()):  # none in a rule of non-resource URLs
             for resource in rule["resources"]:
                 verbs.setdefault((group, resource), set()).update(rule["verbs"])
     return verbs

@@ -7,13 +7,10 @@ Lease; /readyz says ready when synced and leading or standing by."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +21,7 @@ from kopf_scheduler.k8s import KubeClient, RestClient
 from kopf_scheduler.k8s.fence import FencedRest, FencedWrite
 from kopf_scheduler.k8s.rest import Response
 from kopf_scheduler.k8s.stats import ClientStats
-from kopf_scheduler.metrics import SchedulerMetrics
+from kopf_scheduler.metrics_server import ServingConfig
 from kopf_scheduler.service import SchedulerService, ServiceConfig
 from kopf_scheduler.supervision import Supervisor, port_taken
 from kopf_scheduler.testing.builders import make_node, make_pod
@@ -202,7 +199,7 @@ async def test_a_metrics_port_in_use_fails_the_start_naming_the_port() -> None:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        service = service_for(FakeAPI(), leader_elect=False, metrics_port=port)
+        service = service_for(FakeAPI(), leader_elect=False, metrics=ServingConfig(port, insecure=True))
         await service.start()
         await service.stop()
     assert service.supervisor.failure.startswith(f"metrics port {port} is in use ([Errno 98]")
@@ -314,32 +311,6 @@ async def test_ready_when_synced_and_leading_or_standing_by() -> None:
     await until(service.leading.is_set)
     assert service.readiness() == (True, "leading")
     await service.stop()
-
-
-def test_readyz_is_served_beside_the_metrics() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    state = [(False, "initial lists not loaded yet")]
-    server = SchedulerMetrics().serve(port, address="127.0.0.1", ready=lambda: state[0])
-
-    def get(path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            with contextlib.closing(e):
-                return e.code, e.read().decode()
-
-    try:
-        assert get("/readyz") == (503, "not ready: initial lists not loaded yet\n")
-        state[0] = (True, "standing by")
-        assert get("/readyz") == (200, "ok: standing by\n")
-        status, text = get("/metrics")
-        assert status == 200 and "scheduler_schedule_attempts_total" in text
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 async def test_a_cycle_that_holds_the_event_loop_past_the_renew_deadline_keeps_the_lease() -> None:
