@@ -32,14 +32,16 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import pytest
+import yaml
 
+from kopf_scheduler.api.quantity import parse_quantity
 from kopf_scheduler.devcluster import DevCluster, audit, create_nodes, find_bin_dir
 from kopf_scheduler.devcluster.audit import AuditRecord
 from kopf_scheduler.devcluster.cluster import default_crds_dir
@@ -639,6 +641,55 @@ def wait_profile(
         return wait_until(check, timeout, f"SchedulingProfile {name} Accepted={accepted}")
     except AssertionError as e:
         raise AssertionError(f"{e}\n{dumps(get_profile(cp, name))}") from None
+
+
+def admin_kubeconfig(cp: ClusterHarness, scope: Scope, user: str) -> Path:
+    """A kubeconfig of the dev user ``user``, who may do anything until the test ends (cluster-admin), so
+    that the audit log tells this identity's requests apart."""
+    name = scope.name(f"admin-{user}")
+    scope.delete_later(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}")
+    cp.post(
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    )
+    return cp.cluster.user_kubeconfig(user)
+
+
+def kubeconfig_token(kubeconfig: Path) -> str:
+    return str(yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"])
+
+
+def over_allocatable(cp: ClusterHarness, scope: Scope) -> dict[str, str]:
+    """The nodes whose bound pods of this test request more CPU or more pods than the node's allocatable
+    (node -> what is over), read from the API server: empty when none is."""
+    cpu: dict[str, float] = defaultdict(float)
+    count: Counter[str] = Counter()
+    for pod in scope.pods().values():
+        node = pod["spec"].get("nodeName")
+        if node:
+            count[node] += 1
+            cpu[node] += sum(
+                float(parse_quantity(((c.get("resources") or {}).get("requests") or {}).get("cpu", "0")))
+                for c in pod["spec"]["containers"]
+            )
+    over: dict[str, str] = {}
+    for node in cp.get("/api/v1/nodes")["items"]:
+        name, allocatable = node["metadata"]["name"], node["status"]["allocatable"]
+        if cpu[name] > float(parse_quantity(allocatable["cpu"])):
+            over[name] = f"cpu {cpu[name]} > {allocatable['cpu']}"
+        elif count[name] > int(allocatable["pods"]):
+            over[name] = f"pods {count[name]} > {allocatable['pods']}"
+    return over
 
 
 def lease(cp: ClusterHarness, namespace: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_harness import Operators, Scope
+from operator_harness import Operators, Scope, kubeconfig_token
 
 from kopf_scheduler.devcluster.cluster import scheduler_config
 from kopf_scheduler.devcluster.harness import ClusterHarness
@@ -41,11 +41,6 @@ def get(url: str, token: str | None) -> tuple[int, str]:
     except urllib.error.HTTPError as e:
         with contextlib.closing(e):
             return e.code, e.read().decode()
-
-
-def _token(cp: ClusterHarness, user: str) -> str:
-    config = yaml.safe_load(cp.cluster.user_kubeconfig(user).read_text())
-    return str(config["users"][0]["user"]["token"])
 
 
 @contextlib.contextmanager
@@ -129,8 +124,8 @@ def test_the_secure_port_answers_every_caller_as_kube_scheduler_does(
     callers = {
         "anonymous": None,
         "unknown token": "0123456789abcdef",
-        UNGRANTED: _token(control_plane, UNGRANTED),
-        GRANTED: _token(control_plane, GRANTED),
+        UNGRANTED: kubeconfig_token(control_plane.cluster.user_kubeconfig(UNGRANTED)),
+        GRANTED: kubeconfig_token(control_plane.cluster.user_kubeconfig(GRANTED)),
         "admin": control_plane.token,
     }
     with delegating_kube_scheduler(control_plane, scope, tmp_path) as theirs:

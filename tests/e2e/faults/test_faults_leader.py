@@ -19,13 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 from operator_harness import (
     LEASE_DURATION,
     OperatorProcess,
     Operators,
     Scope,
+    admin_kubeconfig,
     holder,
+    kubeconfig_token,
     lease,
     settled_audit,
     wait_until,
@@ -41,31 +42,6 @@ pytestmark = pytest.mark.e2e
 COUNT = 300
 OLD, NEW = "dev-user-a", "dev-user-b"
 POD_WRITES = ("create", "update", "patch", "delete")
-
-
-def _as_admin(cp: ClusterHarness, scope: Scope, user: str) -> Path:
-    """``user`` may do anything until the test ends; returns a kubeconfig for it."""
-    name = scope.name(f"admin-{user}")
-    scope.delete_later(f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}")
-    cp.post(
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "cluster-admin",
-            },
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-        },
-    )
-    return cp.cluster.user_kubeconfig(user)
-
-
-def _token(kubeconfig: Path) -> str:
-    return str(yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"])
 
 
 def _burst_with_failover(
@@ -119,7 +95,7 @@ def _burst_with_failover(
 def test_sigterm_to_the_leader_in_a_burst(
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
-    old, new = _as_admin(control_plane, scope, OLD), _as_admin(control_plane, scope, NEW)
+    old, new = admin_kubeconfig(control_plane, scope, OLD), admin_kubeconfig(control_plane, scope, NEW)
 
     def stop(leader: OperatorProcess) -> None:
         assert leader.terminate() == 0, leader.tail()
@@ -130,9 +106,9 @@ def test_sigterm_to_the_leader_in_a_burst(
 def test_the_leader_black_holed_in_a_burst(
     control_plane: ClusterHarness, operators: Operators, scope: Scope, tmp_path: Path
 ) -> None:
-    old, new = _as_admin(control_plane, scope, OLD), _as_admin(control_plane, scope, NEW)
+    old, new = admin_kubeconfig(control_plane, scope, OLD), admin_kubeconfig(control_plane, scope, NEW)
     with FaultProxy.of(control_plane.cluster) as proxy:
-        through_proxy = proxy.kubeconfig(tmp_path / "kubeconfig-old", token=_token(old))
+        through_proxy = proxy.kubeconfig(tmp_path / "kubeconfig-old", token=kubeconfig_token(old))
 
         def black_hole(leader: OperatorProcess) -> Callable[[], None]:
             proxy.add(Fault("*", r".*", "blackhole", seconds=LEASE_DURATION * 3, times=None))

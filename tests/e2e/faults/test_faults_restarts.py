@@ -7,14 +7,13 @@ than its allocatable CPU or pod count, and the operator still running (it reconn
 from __future__ import annotations
 
 import atexit
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from operator_harness import Operators, Scope, settled_audit, wait_until
+from operator_harness import Operators, Scope, over_allocatable, settled_audit, wait_until
 
-from kopf_scheduler.api.quantity import parse_quantity
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
@@ -66,18 +65,7 @@ def test_a_control_plane_restart_in_a_burst(
             if r.is_binding and r.namespace == scope.namespace and r.succeeded
         )
         assert bindings == Counter({name: 1 for name in names})
-        cpu: dict[str, float] = defaultdict(float)
-        count: Counter[str] = Counter()
-        for pod in scope.pods().values():
-            node = pod["spec"]["nodeName"]
-            count[node] += 1
-            cpu[node] += sum(
-                float(parse_quantity(c["resources"]["requests"]["cpu"])) for c in pod["spec"]["containers"]
-            )
-        for node in cp.get("/api/v1/nodes")["items"]:
-            name, allocatable = node["metadata"]["name"], node["status"]["allocatable"]
-            assert cpu[name] <= float(parse_quantity(allocatable["cpu"])), (name, cpu[name])
-            assert count[name] <= int(allocatable["pods"]), (name, count[name])
+        assert over_allocatable(cp, scope) == {}
     finally:
         problems = operators.stop_all()
         scope.cleanup()
