@@ -11,7 +11,13 @@ answers (watches included). A ``Fault`` changes what matching requests get:
 - ``stored_then_drop``: forwarded and stored, then the connection is closed with no answer;
 - ``delay``: forwarded after ``seconds``;
 - ``blackhole``: never forwarded; the connection is held for ``seconds`` and then closed without an
-  answer, as when the network drops every packet (streams opened before keep flowing).
+  answer, as when the network drops every packet (streams opened before keep flowing);
+- ``watch_expired``: a watch gets what the API server sends when the resourceVersion it resumes from is
+  no longer in its history: 200 and one ``ERROR`` event with a 410 ``Expired`` Status.
+
+``query`` narrows a fault to requests whose query string it matches (``watch=true``). ``cut_streams``
+closes the connections of the requests in flight to a path (a watch's stream breaks, as when a load
+balancer drops it), so the client resumes it.
 
 A fault applies to every ``every``-th matching request (1: each), ``times`` times (None: until removed);
 the first fault in the list that applies is the one used. ``requests`` records every request the proxy
@@ -26,6 +32,7 @@ on a thread, so blocking test code can drive it.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import ssl
 import threading
@@ -39,7 +46,7 @@ from aiohttp import web
 
 from kopf_scheduler.devcluster import kubeconfig
 
-Action = Literal["answer", "stored_then_504", "stored_then_drop", "delay", "blackhole"]
+Action = Literal["answer", "stored_then_504", "stored_then_drop", "delay", "blackhole", "watch_expired"]
 #: request headers not passed on (hop-by-hop, or the proxy's own)
 _DROPPED = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "content-length"})
 
@@ -57,6 +64,8 @@ class Fault:
     seconds: float = 0.0
     times: int | None = 1
     every: int = 1
+    #: regular expression searched in the query string ("": any)
+    query: str = ""
     #: requests it has applied to so far
     hits: int = 0
     #: matching requests seen so far (applied to or not)
@@ -66,8 +75,12 @@ class Fault:
     def __post_init__(self) -> None:
         self._pattern = re.compile(self.path)
 
-    def matches(self, method: str, path: str) -> bool:
-        return self.method in ("*", method) and self._pattern.fullmatch(path) is not None
+    def matches(self, method: str, path: str, query: str = "") -> bool:
+        return (
+            self.method in ("*", method)
+            and self._pattern.fullmatch(path) is not None
+            and (not self.query or re.search(self.query, query) is not None)
+        )
 
     @property
     def spent(self) -> bool:
@@ -87,6 +100,8 @@ class FaultProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name="fault-proxy", daemon=True)
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
+        #: requests being forwarded: (path, the client's connection)
+        self._in_flight: set[tuple[str, asyncio.Transport]] = set()
         self.url = ""
 
     @classmethod
@@ -121,6 +136,22 @@ class FaultProxy:
         with self._lock:
             self._faults.clear()
 
+    def cut_streams(self, path: str) -> int:
+        """Close the connections of the requests in flight whose path matches ``path`` (a regular
+        expression, in full); returns how many were cut."""
+
+        def cut() -> int:
+            pattern = re.compile(path)
+            cut = [(p, t) for p, t in self._in_flight if pattern.fullmatch(p)]
+            for _, transport in cut:
+                transport.close()
+            return len(cut)
+
+        async def on_loop() -> int:
+            return cut()
+
+        return asyncio.run_coroutine_threadsafe(on_loop(), self._loop).result(timeout=30)
+
     def kubeconfig(self, path: Path, token: str | None = None) -> Path:
         """A kubeconfig that reaches the API server through this proxy, as the cluster's admin (or as
         the user of ``token``)."""
@@ -130,11 +161,11 @@ class FaultProxy:
         kubeconfig.write(path, config)
         return path
 
-    def _take(self, method: str, path: str) -> Fault | None:
+    def _take(self, method: str, path: str, query: str = "") -> Fault | None:
         with self._lock:
             chosen = None
             for fault in self._faults:
-                if fault.spent or not fault.matches(method, path):
+                if fault.spent or not fault.matches(method, path, query):
                     continue
                 fault.seen += 1
                 if chosen is None and fault.seen % fault.every == 0:
@@ -159,16 +190,20 @@ class FaultProxy:
         return f"http://127.0.0.1:{port}"
 
     async def _stop(self) -> None:
+        for _, transport in list(self._in_flight):  # open streams would hold the shutdown for a minute
+            transport.close()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
             await self._session.close()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        fault = self._take(request.method, request.path)
+        fault = self._take(request.method, request.path, request.query_string)
         body = await request.read()
         if fault is not None and fault.action == "answer":
             return _status_response(fault)
+        if fault is not None and fault.action == "watch_expired":
+            return _expired_watch(request.query.get("resourceVersion", "0"))
         if fault is not None and fault.action == "delay":
             await asyncio.sleep(fault.seconds)
         if fault is not None and fault.action == "blackhole":
@@ -177,6 +212,19 @@ class FaultProxy:
                 request.transport.close()
             raise web.HTTPServiceUnavailable()  # never sent: the connection is gone
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
+        assert self._session is not None
+        if request.transport is not None:
+            flight = (request.path, request.transport)
+            self._in_flight.add(flight)
+            try:
+                return await self._forward(request, body, headers, fault)
+            finally:
+                self._in_flight.discard(flight)
+        return await self._forward(request, body, headers, fault)
+
+    async def _forward(
+        self, request: web.Request, body: bytes, headers: dict[str, str], fault: Fault | None
+    ) -> web.StreamResponse:
         assert self._session is not None
         async with self._session.request(
             request.method,
@@ -208,3 +256,18 @@ def _status_response(fault: Fault, status: int | None = None) -> web.Response:
     headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": fault.message, "code": code}
     return web.json_response(body, status=code, headers=headers)
+
+
+def _expired_watch(resource_version: str) -> web.Response:
+    """The API server's answer to a watch from a resourceVersion its history no longer holds."""
+    status = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f"too old resource version: {resource_version} ({int(resource_version) + 1 if resource_version.isdigit() else 1})",
+        "reason": "Expired",
+        "code": 410,
+    }
+    line = json.dumps({"type": "ERROR", "object": status}) + "\n"
+    return web.Response(status=200, text=line, content_type="application/json")
