@@ -260,12 +260,13 @@ def _status_response(fault: Fault, status: int | None = None) -> web.Response:
 
 def _expired_watch(resource_version: str) -> web.Response:
     """The API server's answer to a watch from a resourceVersion its history no longer holds."""
+    newer = int(resource_version) + 1 if resource_version.isdigit() else 1
     status = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
-        "message": f"too old resource version: {resource_version} ({int(resource_version) + 1 if resource_version.isdigit() else 1})",
+        "message": f"too old resource version: {resource_version} ({newer})",
         "reason": "Expired",
         "code": 410,
     }
