@@ -25,6 +25,7 @@ import atexit
 import contextlib
 import functools
 import json
+import math
 import os
 import re
 import signal
@@ -690,6 +691,28 @@ def over_allocatable(cp: ClusterHarness, scope: Scope) -> dict[str, str]:
         elif count[name] > int(allocatable["pods"]):
             over[name] = f"pods {count[name]} > {allocatable['pods']}"
     return over
+
+
+def bind_latencies(records: Iterable[AuditRecord], namespace: str, names: Iterable[str]) -> list[float]:
+    """Seconds from each pod's creation (received by the API server) to its successful binding (answered),
+    from the audit log, for the pods ``names`` in ``namespace``; sorted."""
+    wanted = set(names)
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    for r in records:
+        if r.namespace != namespace or r.name not in wanted or not r.succeeded or r.resource != "pods":
+            continue
+        if r.verb == "create" and not r.subresource:
+            created[r.name] = r.received.timestamp()
+        elif r.is_binding:
+            bound[r.name] = r.completed.timestamp()
+    assert created.keys() == bound.keys() == wanted, sorted(wanted - (created.keys() & bound.keys()))[:10]
+    return sorted(bound[n] - created[n] for n in wanted)
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``values`` (nearest rank)."""
+    return values[min(len(values), max(1, math.ceil(q * len(values)))) - 1]
 
 
 def lease(cp: ClusterHarness, namespace: str) -> dict[str, Any]:
