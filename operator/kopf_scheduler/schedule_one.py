@@ -6,10 +6,10 @@ score -> normalise -> weights (+ prioritize extenders) -> select host (ties at r
 reserve -> permit. Binding cycle (async, concurrent): wait on permit -> pre-bind -> bind -> post-bind.
 Every failure after assume unreserves and forgets the pod, then requeues it (with backoff for errors).
 
-The scheduling cycle is written as coroutines that await only scheduler extenders (HTTP). Without
-extenders it never suspends and the scheduler runs it eagerly, as synchronous code; with extenders the
-scheduling loop awaits it, and starts no other cycle meanwhile (event intake and binding cycles go on,
-as informers and binding goroutines do upstream while kube-scheduler's cycle waits on an extender).
+The scheduling cycle is written as coroutines that await only scheduler extenders (HTTP). The scheduler
+runs it eagerly, as synchronous code: without extenders it never suspends; with extenders it is replayed
+with the answers recorded so far, and a call not answered yet ends it before anything is assumed
+(``framework.extenders.replay``). ``simulate`` awaits the calls in the cycle instead.
 """
 
 from __future__ import annotations

@@ -7,13 +7,16 @@ it from wherever it is. A pod that cannot be read gets a ``FailedScheduling`` re
 loop carries on. Profiles can be replaced between cycles: a cycle in flight finishes with the framework it
 started with, and pods the old profile left unschedulable are requeued.
 
-One cycle at a time: the loop awaits the cycle of a profile with extenders (it waits on their HTTP
-answers) before it pops the next pod; other profiles' cycles run eagerly, without giving the loop a turn.
+One cycle at a time, each run eagerly, without giving the loop a turn. A cycle of a profile with
+extenders never waits for their HTTP answers: it is replayed once they are in, and other profiles' pods
+are scheduled meanwhile (``framework.extenders.replay``); the pods of profiles with extenders keep their
+order among themselves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import logging
 import random
@@ -33,6 +36,7 @@ from kopf_scheduler.framework.disruption_budgets import BudgetParseError, Disrup
 from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE, OBJECT_EVENTS, Action
 from kopf_scheduler.framework.extenders import ExtenderTransport
+from kopf_scheduler.framework.extenders.replay import CURRENT, ExtenderCallNeeded, PendingCall, Replay
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
 from kopf_scheduler.framework.objects import WATCHED_KINDS, ObjectKind, ObjectParseError
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodInfo
@@ -137,6 +141,13 @@ class Scheduler:
         self.binding_conflicts = 0
         self._explain = explain
         self._bindings: set[asyncio.Task[None]] = set()
+        #: extender answers recorded for the attempts of pods in flight (``schedule_one_async``)
+        self._replays: dict[str, Replay] = {}
+        #: the pod whose attempt waits on extender calls, and the pods of extender profiles behind it
+        self._extender_wait: str | None = None
+        self._behind_extender_wait: collections.deque[QueuedPodInfo] = collections.deque()
+        #: await extender calls in the cycle instead (``simulate``: one pod after the other, as upstream)
+        self.wait_for_extenders = False
         #: pending pods whose schedulerName no profile serves (yet): queued when a profile claims it
         self._unserved: dict[str, PodInfo] = {}
         #: callbacks for metrics: on_bound(qp, node, started), on_failed(qp, reason, message, result, started)
@@ -398,21 +409,69 @@ class Scheduler:
         self._start_binding(run_eagerly(scheduling_cycle(self, framework, qp, now())))
 
     async def schedule_one_async(self, qp: QueuedPodInfo) -> None:
-        """One pod's scheduling cycle, awaiting its profile's extenders if it has any."""
+        """One pod's scheduling cycle; for a profile with extenders, replayed with the extenders' answers
+        (``framework.extenders.replay``): the calls it still needs are made in the background and the pod
+        is tried again when they are answered, while the loop goes on with other pods. One pod of the
+        profiles with extenders waits at a time; the others popped meanwhile wait behind it in order."""
         framework = self.profiles.get(qp.pod.scheduler_name)
+        uid = qp.pod.uid
         if framework is None or not framework.extenders or qp.pod.deletion_timestamp:
+            self._end_extender_wait(uid)
             self.schedule_one(qp)
             return
-        try:
-            binding = await scheduling_cycle(self, framework, qp, now())
-        except asyncio.CancelledError:
-            # Stopped while waiting on an extender (leadership lost), before anything was assumed:
-            # the pod goes back to the queue, to be tried again with backoff.
-            qp.unschedulable_plugins, qp.pending_plugins = set(), set()
-            qp.last_failure_was_error = True
-            self.queue.add_unschedulable_if_not_present(qp)
-            raise
+        if self._extender_wait is not None and self._extender_wait != uid:
+            self._behind_extender_wait.append(qp)
+            return
+        replay = self._replays.get(uid) or self._replays.setdefault(uid, Replay(now()))
+        while True:
+            token = CURRENT.set(replay)
+            binding: Any = None
+            calls: list[PendingCall] = []
+            try:
+                binding = run_eagerly(scheduling_cycle(self, framework, qp, replay.started))
+            except ExtenderCallNeeded as needed:
+                calls = needed.calls
+            finally:
+                CURRENT.reset(token)
+            if not calls:
+                break
+            if not self.wait_for_extenders:
+                self._extender_wait = uid
+                self._start_binding(self._call_extenders(qp, replay, calls))
+                return
+            try:
+                await asyncio.gather(*(replay.fetch(call) for call in calls))
+            except asyncio.CancelledError:
+                self._give_back(qp)
+                raise
+        self._end_extender_wait(uid)
         self._start_binding(binding)
+
+    def _end_extender_wait(self, uid: str) -> None:
+        """The attempt of ``uid`` no longer waits on extenders: the pods behind it go next, in order."""
+        self._replays.pop(uid, None)
+        if self._extender_wait == uid:
+            self._extender_wait = None
+            while self._behind_extender_wait:
+                self.queue.resume(self._behind_extender_wait.popleft())
+
+    async def _call_extenders(self, qp: QueuedPodInfo, replay: Replay, calls: list[PendingCall]) -> None:
+        """Makes a replayed cycle's extender calls, then hands the pod back to the loop. Cancelled (the
+        Lease lost, a stop): the pod goes back to the queue with backoff, nothing was assumed."""
+        try:
+            await asyncio.gather(*(replay.fetch(call) for call in calls))
+        except asyncio.CancelledError:
+            self._give_back(qp)
+            raise
+        self.queue.resume(qp)
+
+    def _give_back(self, qp: QueuedPodInfo) -> None:
+        """Stopped while its extender calls were in flight (before anything was assumed): the pod goes
+        back to the queue, to be tried again with backoff."""
+        self._end_extender_wait(qp.pod.uid)
+        qp.unschedulable_plugins, qp.pending_plugins = set(), set()
+        qp.last_failure_was_error = True
+        self.queue.add_unschedulable_if_not_present(qp)
 
     def _start_binding(self, binding: Any) -> None:
         if binding is not None:

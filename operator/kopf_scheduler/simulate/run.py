@@ -94,6 +94,7 @@ async def simulate(
         rng=random.Random(seed),
         explain=(lambda pod, found: explanations.__setitem__(pod.uid, found)) if explain else None,
     )
+    sched.wait_for_extenders = True  # one pod after the other, as kube-scheduler decides
     sim.on_update = sched.update_pod
     sim.on_delete = sched.delete_pod
     for where, spec in profiles:

@@ -6,11 +6,12 @@ rejection, and that the cycle is awaited, not run eagerly."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 
-from kopf_scheduler.api.profile import parse_profile
+from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
 from kopf_scheduler.scheduler import Scheduler
 from kopf_scheduler.simulate.client import SimulatedCluster
@@ -241,9 +242,14 @@ async def test_extender_rejection_requeues_on_any_event() -> None:
         qp = sched.queue.pop_nowait()
         assert qp is not None
         with pytest.raises(RuntimeError, match="has extenders"):
-            sched.schedule_one(qp)  # the eager form refuses: this cycle waits on HTTP
-        await sched.schedule_one_async(qp)
+            sched.schedule_one(qp)  # the eager form refuses: this cycle needs HTTP answers
+        await sched.schedule_one_async(qp)  # asks the extender in the background, puts the pod aside
+        assert sched.queue.location(qp.pod.uid) not in ("unschedulable", "backoff", "active")
+        await sched.wait_for_bindings()
+        assert sched.queue.pop_nowait() is qp  # handed back as the same attempt, ahead of the queue
+        await sched.schedule_one_async(qp)  # replayed with the answer
         await sched.close_extenders()
+    assert len(ext.requests) == 1
     assert qp.unschedulable_plugins == {"Extender"}
     assert sched.queue.location(qp.pod.uid) == "unschedulable"
     # a change no plugin registered for (an unrelated node label) still moves it: extenders say nothing
@@ -256,7 +262,8 @@ async def test_extender_rejection_requeues_on_any_event() -> None:
 
 
 async def test_a_cycle_cancelled_while_waiting_on_an_extender_requeues_the_pod() -> None:
-    """Leadership lost mid-cycle: nothing was assumed yet; the pod goes back to the queue."""
+    """Leadership lost while a pod's extender call is in flight: nothing was assumed yet; the pod goes
+    back to the queue."""
     cluster = SimulatedCluster()
     sched = Scheduler(cluster)
     with FakeExtender({"filter": Answer({"NodeNames": ["n1"]}, delay=10.0)}) as ext:
@@ -271,10 +278,51 @@ async def test_a_cycle_cancelled_while_waiting_on_an_extender_requeues_the_pod()
         async with asyncio.timeout(5):  # the filter request is on its way: the cycle waits on it
             while not ext.requests:
                 await asyncio.sleep(0.01)
-        loop.cancel()
+        loop.cancel()  # then the calls in flight, as the service does when the Lease is lost
         with pytest.raises(asyncio.CancelledError):
             await loop
+        assert await sched.cancel_bindings() == 1
         await sched.close_extenders()
     assert sched.queue.location("uid-p") == "backoff"
     assert sched.cache.node_info("n1").pods == {}
     assert cluster.bindings == []
+
+
+async def test_a_slow_extender_holds_neither_the_loop_nor_the_order_of_its_own_pods() -> None:
+    """While one pod's filter extender takes 1.5 s, another profile's pods are bound; the extender
+    profile's second pod waits behind its first, and both are bound in their order once it answers."""
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with FakeExtender({"filter": Answer({"NodeNames": ["n1"]}, delay=1.5)}) as ext:
+        [(_, spec)] = _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True})
+        sched.set_profile(spec)
+        sched.set_profile(ProfileSpec(scheduler_name="plain"))
+        for node in _nodes("n1", cpu="8"):
+            sched.add_node(node)
+        for name, scheduler_name in (
+            ("slow-1", NAME),
+            ("slow-2", NAME),
+            ("quick-1", "plain"),
+            ("quick-2", "plain"),
+        ):
+            pod = _pod(name).scheduler_name(scheduler_name).obj()
+            cluster.pods[pod["metadata"]["uid"]] = pod
+            sched.add_pod(pod)
+        loop = asyncio.create_task(sched.run())
+        try:
+            async with asyncio.timeout(1.0):  # well before the extender answers
+                while len(cluster.bindings) < 2:
+                    await asyncio.sleep(0.01)
+            assert [key for key, _ in cluster.bindings] == ["default/quick-1", "default/quick-2"]
+            assert len(ext.requests) == 1  # slow-2 waits behind slow-1 without a call of its own
+            async with asyncio.timeout(10):
+                while len(cluster.bindings) < 4:
+                    await asyncio.sleep(0.01)
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+            await sched.cancel_bindings()
+            await sched.close_extenders()
+    assert [key for key, _ in cluster.bindings][2:] == ["default/slow-1", "default/slow-2"]

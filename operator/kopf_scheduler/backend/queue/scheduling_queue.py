@@ -26,6 +26,7 @@ The queue is single-threaded (one asyncio loop): only ``pop`` and ``run`` await.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
@@ -127,6 +128,8 @@ class SchedulingQueue:
         self._never_active: set[str] = set()
         self.nominator = Nominator()
         self._waiters: list[asyncio.Future[None]] = []
+        #: popped pods whose attempt goes on (``resume``), before any other pod
+        self._resumed: collections.deque[QueuedPodInfo] = collections.deque()
         self._closed = False
         self._closed_event = asyncio.Event()
 
@@ -287,7 +290,12 @@ class SchedulingQueue:
 
     # -- the scheduling loop's side --------------------------------------------------------------------
     def pop_nowait(self) -> QueuedPodInfo | None:
-        """The next pod to try, or None when there is none (activeQ, then backoffQ's rejected pods)."""
+        """The next pod to try, or None when there is none (resumed attempts, activeQ, then backoffQ's
+        rejected pods)."""
+        while self._resumed:
+            resumed = self._resumed.popleft()
+            if resumed.pod.uid in self._in_flight:  # its attempt did not end meanwhile (a close)
+                return resumed
         while True:
             qp = self._active.pop()
             if qp is None and self.pop_from_backoff:
@@ -320,6 +328,14 @@ class SchedulingQueue:
                 # Cancelled while waiting: forget the future (a wake-up already dropped the list).
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
+
+    def resume(self, qp: QueuedPodInfo) -> None:
+        """A popped pod whose attempt was put aside (waiting on an extender's answer) is handed out again
+        by ``pop`` before any other, as the same attempt (still in flight). Dropped if its attempt ended
+        meanwhile (the pod was deleted, the queue closed)."""
+        if qp.pod.uid in self._in_flight:
+            self._resumed.append(qp)
+            self._wake()
 
     def done(self, uid: str) -> None:
         """The attempt of a popped pod is over (its failure, if any, was reported before)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from kopf_scheduler.api.extenders import ExtenderSpec
 from kopf_scheduler.framework.extenders import wire
+from kopf_scheduler.framework.extenders.replay import CURRENT, Replay
 from kopf_scheduler.framework.extenders.transport import Endpoint, ExtenderError, ExtenderTransport, endpoint
 from kopf_scheduler.framework.interface import SnapshotLister
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -67,7 +68,13 @@ class HTTPExtender:
         return False
 
     async def _send(self, verb: str, args: Any) -> Any:
-        body = await self._transport.post(self._endpoint, verb, wire.encode(args))
+        request = wire.encode(args)
+        replay = CURRENT.get()
+        if replay is None:
+            body = await self._transport.post(self._endpoint, verb, request)
+        else:  # a replayed cycle: the recorded answer, or the call to make first (``replay``)
+            key = Replay.key(self._endpoint.url(verb), verb, request)
+            body = replay.answer(key, lambda: self._transport.post(self._endpoint, verb, request))
         try:
             return wire.decode(body)
         except wire.WireError as e:

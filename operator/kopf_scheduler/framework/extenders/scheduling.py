@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from kopf_scheduler.framework.extenders.extender import HTTPExtender
+from kopf_scheduler.framework.extenders.replay import CURRENT, ExtenderCallNeeded, PendingCall
 from kopf_scheduler.framework.extenders.transport import ExtenderError
 from kopf_scheduler.framework.extenders.wire import MAX_EXTENDER_PRIORITY
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, SnapshotLister
@@ -109,7 +110,7 @@ async def prioritize(
     interested = [e for e in extenders if e.is_interested(pod) and e.is_prioritizer]
     if not interested or not nodes:
         return total, per_extender
-    answers = await asyncio.gather(*(e.prioritize(pod, nodes) for e in interested), return_exceptions=True)
+    answers = await _prioritize_all(interested, pod, nodes)
     positions: dict[str, list[int]] = {}
     for i, node in enumerate(nodes):
         positions.setdefault(node.name, []).append(i)
@@ -130,6 +131,27 @@ async def prioritize(
         total += weighted
         per_extender[extender.name] = (raw, weighted)
     return total, per_extender
+
+
+async def _prioritize_all(
+    interested: Sequence[HTTPExtender], pod: PodInfo, nodes: Sequence[NodeInfo]
+) -> list[tuple[list[tuple[str, int]], int] | BaseException]:
+    """Every interested extender's answer (or error), asked at once; in a replayed cycle one after the
+    other without waiting (recorded answers), the calls still to make raised together."""
+    if CURRENT.get() is None:
+        return await asyncio.gather(*(e.prioritize(pod, nodes) for e in interested), return_exceptions=True)
+    answers: list[tuple[list[tuple[str, int]], int] | BaseException] = []
+    needed: list[PendingCall] = []
+    for extender in interested:
+        try:
+            answers.append(await extender.prioritize(pod, nodes))
+        except ExtenderCallNeeded as e:
+            needed += e.calls
+        except Exception as e:
+            answers.append(e)
+    if needed:
+        raise ExtenderCallNeeded(needed)
+    return answers
 
 
 async def extenders_binding(
