@@ -36,7 +36,13 @@ from kopf_scheduler.framework.disruption_budgets import BudgetParseError, Disrup
 from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE, OBJECT_EVENTS, Action
 from kopf_scheduler.framework.extenders import ExtenderTransport
-from kopf_scheduler.framework.extenders.replay import CURRENT, ExtenderCallNeeded, PendingCall, Replay
+from kopf_scheduler.framework.extenders.replay import (
+    CURRENT,
+    MAX_REPLAY_ROUNDS,
+    ExtenderCallNeeded,
+    PendingCall,
+    Replay,
+)
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
 from kopf_scheduler.framework.objects import WATCHED_KINDS, ObjectKind, ObjectParseError
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodInfo
@@ -422,20 +428,29 @@ class Scheduler:
         if self._extender_wait is not None and self._extender_wait != uid:
             self._behind_extender_wait.append(qp)
             return
-        replay = self._replays.get(uid) or self._replays.setdefault(uid, Replay(now()))
+        replay = self._replays.get(uid)
+        if replay is None:
+            replay = self._replays[uid] = Replay(now(), self.next_start_node_index)
         while True:
             token = CURRENT.set(replay)
             binding: Any = None
             calls: list[PendingCall] = []
+            # every try of the attempt filters from the same start node, so that it asks the same
+            # nodes; one that ends waiting leaves the rotation where it was
+            rotation, self.next_start_node_index = self.next_start_node_index, replay.start_node_index
             try:
                 binding = run_eagerly(scheduling_cycle(self, framework, qp, replay.started))
             except ExtenderCallNeeded as needed:
                 calls = needed.calls
+                self.next_start_node_index = rotation
             finally:
                 CURRENT.reset(token)
             if not calls:
                 break
-            if not self.wait_for_extenders:
+            replay.rounds += 1
+            # the cluster changing under each try could keep changing what it asks: after a few
+            # rounds the attempt waits for its answers in the cycle, as upstream always does
+            if not self.wait_for_extenders and replay.rounds <= MAX_REPLAY_ROUNDS:
                 self._extender_wait = uid
                 self._start_binding(self._call_extenders(qp, replay, calls))
                 return

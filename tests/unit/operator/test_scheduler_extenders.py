@@ -326,3 +326,38 @@ async def test_a_slow_extender_holds_neither_the_loop_nor_the_order_of_its_own_p
             await sched.cancel_bindings()
             await sched.close_extenders()
     assert [key for key, _ in cluster.bindings][2:] == ["default/slow-1", "default/slow-2"]
+
+
+async def test_every_try_of_an_attempt_asks_the_extender_about_the_same_nodes() -> None:
+    """With 200 nodes only 100 are filtered per cycle, from a start that rotates with every cycle. A
+    cycle of another profile runs while the extender answers; the replay still asks nothing new."""
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with FakeExtender({"filter": lambda args: Answer({"NodeNames": args["NodeNames"]}, delay=0.3)}) as ext:
+        [(_, spec)] = _profile(
+            {"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True},
+            percentageOfNodesToScore=5,
+        )
+        sched.set_profile(spec)
+        sched.set_profile(ProfileSpec(scheduler_name="plain"))
+        for node in _nodes(*(f"n{i:03d}" for i in range(200))):
+            sched.add_node(node)
+        for name, scheduler_name in (("slow", NAME), ("quick", "plain")):
+            pod = _pod(name).scheduler_name(scheduler_name).obj()
+            cluster.pods[pod["metadata"]["uid"]] = pod
+            sched.add_pod(pod)
+        loop = asyncio.create_task(sched.run())
+        try:
+            async with asyncio.timeout(10):
+                while len(cluster.bindings) < 2:
+                    await asyncio.sleep(0.01)
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+            await sched.cancel_bindings()
+            await sched.close_extenders()
+    assert [key for key, _ in cluster.bindings] == ["default/quick", "default/slow"]
+    [(verb, args)] = ext.requests
+    assert verb == "filter" and len(args["NodeNames"]) == 100

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.extenders.transport import ExtenderError
 
+#: rounds of background calls an attempt may take; later ones are awaited in the cycle
+MAX_REPLAY_ROUNDS = 8
+
 #: the replay of the cycle running now (None: extender calls are made and awaited as they come)
 CURRENT: ContextVar[Replay | None] = ContextVar("extender_replay", default=None)
 
@@ -48,7 +51,12 @@ class Replay:
 
     #: when the attempt started (its first try), for the attempt's duration
     started: float
+    #: where its first try started filtering (``percentageOfNodesToScore``'s rotation): every try asks
+    #: the extenders about the same nodes unless the cluster changed
+    start_node_index: int = 0
     answers: dict[str, bytes | ExtenderError] = field(default_factory=dict)
+    #: how many times a try of this attempt ended waiting for calls
+    rounds: int = 0
 
     @staticmethod
     def key(url: str, verb: str, body: bytes) -> str:
