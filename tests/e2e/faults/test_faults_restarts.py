@@ -21,7 +21,7 @@ from kopf_scheduler.errors import UsageError
 
 pytestmark = pytest.mark.e2e
 
-COUNT = 300
+COUNT = 1000
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +49,10 @@ def test_a_control_plane_restart_in_a_burst(
     scope = Scope(cp)
     operators = Operators(cp.kubeconfig, tmp_path)
     try:
-        scope.nodes(4, cpu="4", memory="32Gi", pods="110")  # 440 pod slots, 16 CPUs for 300 x 50m
+        scope.nodes(10, cpu="8", memory="64Gi", pods="110")  # 1,100 pod slots, 80 CPUs for 1,000 x 50m
         operator = operators.start("op-restarts", lease_namespace=scope.namespace, leader_elect=False)
         operator.wait_for_log("scheduling starts")
-        names = [f"r{i:03d}" for i in range(COUNT)]
+        names = [f"r{i:04d}" for i in range(COUNT)]
         scope.create_pods([scope.pod(name, requests={"cpu": "50m", "memory": "10Mi"}) for name in names])
         wait_until(lambda: len(scope.bound()) >= 30, 60, "30 pods bound before the restart")
         cp.cluster.restart(component, down_for=2.0)
