@@ -90,7 +90,7 @@ def test_explain_agrees_with_the_operator(
     assert [r for r in records if r.user_agent.startswith(live.USER_AGENT)] == []
 
 
-def simulate(*args: str, kubeconfig: Path) -> list[dict[str, Any]]:
+def simulate(*args: str, kubeconfig: Path) -> dict[str, Any]:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     done = subprocess.run(
         [sys.executable, "-m", "kopf_scheduler", "simulate", *args, "-o", "json", "--seed", "1"],
@@ -100,25 +100,28 @@ def simulate(*args: str, kubeconfig: Path) -> list[dict[str, Any]]:
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout)["pods"])
+    return dict(json.loads(done.stdout))
 
 
 def test_simulate_from_the_cluster_and_from_its_dump_agree(
     control_plane: ClusterHarness, scope: Scope, tmp_path: Path
 ) -> None:
     """No scheduler serves these pods in the cluster: the what-if places them under the cluster's own
-    SchedulingProfile for their schedulerName. Worked by hand: node 0 has 500m free beside a bound
-    1500m pod, node 1 has 2 CPUs: two of the three 1-CPU pods go to node 1, the third fits nowhere."""
+    SchedulingProfile for their schedulerName. Worked by hand: node 0 has 400m free beside a bound
+    1500m pod and a bound 100m one, node 1 has 2 CPUs: two of the three 1-CPU pods go to node 1, the
+    third fits nowhere. Placed afresh, the 100m pod (the profile's, bound by hand to the busier node)
+    would go to the emptier node 1; the 1500m pod is no pod of that profile's and stays."""
     first, second = scope.nodes(2, cpu="2", memory="8Gi", pods="110")
     what_if = scope.name("what-if")
     scope.create_profile(what_if, {"schedulerName": what_if})
     scope.create_pod("sitting", requests={"cpu": "1500m"}, nodeName=first)
+    scope.create_pod("drifted", scheduler_name=what_if, requests={"cpu": "100m"}, nodeName=first)
     for i in range(3):
         scope.create_pod(f"new-{i}", scheduler_name=what_if, requests={"cpu": "1"})
 
     dump = tmp_path / "dump"
     live_run = simulate("--from-cluster", "--dump", str(dump), kubeconfig=control_plane.kubeconfig)
-    ours = [p for p in live_run if p["namespace"] == scope.namespace]
+    ours = [p for p in live_run["pods"] if p["namespace"] == scope.namespace]
     assert sorted((p["name"], p["node"]) for p in ours) == [
         ("new-0", second),
         ("new-1", second),
@@ -126,11 +129,17 @@ def test_simulate_from_the_cluster_and_from_its_dump_agree(
     ]
     assert "Insufficient cpu" in ours[2]["message"]
 
+    moved = [p for p in live_run["fresh"]["pods"] if p["namespace"] == scope.namespace]
+    assert [(p["name"], p["today"], p["fresh"]) for p in moved] == [("drifted", first, second)]
+
     offline = simulate(
         "--cluster",
         str(dump / "cluster.yaml"),
         "--profile",
         str(dump / "profiles.yaml"),
+        "--fresh",
         kubeconfig=Path("/nonexistent"),
     )
+    for run in (offline, live_run):
+        del run["summary"]["seconds"], run["summary"]["podsPerSecond"]  # the machine's, not the answer
     assert offline == live_run

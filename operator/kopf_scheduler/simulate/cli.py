@@ -50,6 +50,13 @@ def add_parser(sub: Any, name: str) -> None:
         help="SchedulingProfile YAML (repeatable); "
         "default: the built-in profile for default-scheduler and kopf-scheduler",
     )
+    parser.add_argument(
+        "--fresh",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also place the bound pods the profiles serve afresh and show which would move "
+        "(default: on with --from-cluster)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="seed for breaking score ties")
     parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     parser.add_argument(
@@ -77,5 +84,11 @@ def run(args: argparse.Namespace) -> int:
     if not cluster.nodes and not cluster.pending_pods:
         raise UsageError(f"no Node or Pod objects found in {source}")
     result = asyncio.run(simulate(cluster, profiles, seed=args.seed, explain=args.explain))
-    print(render(result, args.output, args.explain))
+    fresh = None
+    if args.fresh if args.fresh is not None else args.from_cluster:
+        from kopf_scheduler.simulate import fresh as placement
+
+        again, today = placement.fresh_input(cluster, placement.served_names(profiles))
+        fresh = placement.compare(asyncio.run(simulate(again, profiles, seed=args.seed)), today)
+    print(render(result, args.output, args.explain, fresh))
     return 0

@@ -26,6 +26,9 @@ import yaml
 from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS
 from kopf_scheduler.framework.objects.podgroups import POD_GROUP_LABEL
 from kopf_scheduler.simulate.dra import claim_entries
+from kopf_scheduler.simulate.fresh import Replaced
+from kopf_scheduler.simulate.fresh import as_document as fresh_document
+from kopf_scheduler.simulate.fresh import table as fresh_table
 from kopf_scheduler.simulate.gangs import gang_entries, gang_table
 from kopf_scheduler.simulate.run import SimulationResult
 from kopf_scheduler.simulate.volumes import SimulatedVolumes
@@ -115,13 +118,18 @@ def pod_volumes(volumes: SimulatedVolumes, pod: Mapping[str, Any]) -> list[dict[
     return found
 
 
-def render(result: SimulationResult, fmt: str, explain: bool) -> str:
+def render(result: SimulationResult, fmt: str, explain: bool, fresh: list[Replaced] | None = None) -> str:
+    """The run as ``fmt``; with ``fresh`` (``simulate --fresh``), the fresh placement of the bound pods
+    after it (``fresh`` in JSON and YAML)."""
     doc = as_document(result, explain)
+    if fresh is not None:
+        doc["fresh"] = fresh_document(fresh)
     if fmt == "json":
         return json.dumps(doc, indent=2)
     if fmt == "yaml":
         return yaml.safe_dump(doc, sort_keys=False)
-    return _table(doc, explain)
+    text = _table(doc, explain)
+    return text if fresh is None else "\n".join([text, *fresh_table(doc["fresh"])])
 
 
 def node_lines(nodes: Mapping[str, Any]) -> list[str]:
