@@ -11,7 +11,8 @@
 # which the Python side (kopf_scheduler.devcluster) reads.
 #
 # Then it runs build-scheduler-plugins.sh (its own cache directory and key): scheduler-plugins'
-# kube-scheduler with Coscheduling, which the gang e2e tests run beside kopf-scheduler.
+# kube-scheduler with Coscheduling, which the gang e2e tests run beside kopf-scheduler; and build-helm.sh:
+# helm, for the chart checks.
 #
 # Usage: build.sh [--regen] [--force]
 #   --regen  rewrite kube/ and etcd/ go.mod + go.sum from versions.env first (see regen.sh)
@@ -48,10 +49,11 @@ point_current_at() {  # write the one-line pointer file atomically
   mv -f "$cache_root/current.tmp.$$" "$cache_root/current"
 }
 
-build_scheduler_plugins() {  # its stdout (its bin path) would mix with ours, which is this build's bin path
+build_scheduler_plugins() {  # and helm; their stdout (their bin paths) would mix with ours (this build's)
   local args=()
   [[ $force -eq 0 ]] || args+=(--force)
   "$CONTROLPLANE_DIR/build-scheduler-plugins.sh" "${args[@]}" >/dev/null
+  "$CONTROLPLANE_DIR/build-helm.sh" "${args[@]}" >/dev/null
 }
 
 mkdir -p "$cache_root"

@@ -30,7 +30,7 @@ import pytest
 from operator_harness import OperatorProcess, Operators, wait_profile, wait_until
 
 from kopf_scheduler.devcluster import DevCluster
-from kopf_scheduler.devcluster.binaries import REQUIRED, BinariesNotFound, cache_dir, find_bin_dir
+from kopf_scheduler.devcluster.binaries import REQUIRED, BinariesNotFound, built_tool, find_bin_dir
 from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 from kopf_scheduler.devcluster.nodes import node_body
@@ -53,21 +53,12 @@ BASE_ARGS: dict[str, int] = {"permitWaitingTimeSeconds": 10}
 def scheduler_plugins_binary(env: Mapping[str, str] | None = None) -> Path:
     """scheduler-plugins' kube-scheduler, as build-scheduler-plugins.sh left it."""
     env = os.environ if env is None else env
-    how = "run `make controlplane` (hack/controlplane/build.sh builds it)"
     if env.get(PLUGINS_BIN_DIR_ENV):
-        bin_dir = Path(env[PLUGINS_BIN_DIR_ENV])
-    else:
-        pointer = cache_dir(env) / "scheduler-plugins" / "current"
-        try:
-            bin_dir = Path(pointer.read_text().strip())
-        except FileNotFoundError:
-            raise BinariesNotFound(
-                f"scheduler-plugins' kube-scheduler not built (no {pointer}); {how}"
-            ) from None
-    binary = bin_dir / PLUGINS_BINARY
-    if not os.access(binary, os.X_OK):
-        raise BinariesNotFound(f"{binary} missing; {how}")
-    return binary
+        binary = Path(env[PLUGINS_BIN_DIR_ENV]) / PLUGINS_BINARY
+        if not os.access(binary, os.X_OK):
+            raise BinariesNotFound(f"{binary} missing; run `make controlplane`")
+        return binary
+    return built_tool("scheduler-plugins", PLUGINS_BINARY, env)
 
 
 def bin_dir_with_scheduler(directory: Path, scheduler: Path) -> Path:

@@ -16,7 +16,7 @@ from kopf_scheduler.errors import UsageError
 BIN_DIR_ENV = "KOPF_SCHEDULER_BIN_DIR"
 CACHE_ENV = "KOPF_SCHEDULER_CACHE"
 REQUIRED = ("etcd", "kube-apiserver", "kube-scheduler", "kubectl")
-HOW_TO_BUILD = "run `make controlplane` (hack/controlplane/build.sh) to build them"
+HOW_TO_BUILD = "run `make controlplane` (hack/controlplane/build.sh builds them)"
 
 
 class BinariesNotFound(UsageError):
@@ -69,3 +69,16 @@ def require(bin_dir: Path, name: str) -> Path:
     if not os.access(path, os.X_OK):
         raise BinariesNotFound(f"{bin_dir}: missing {name}; {HOW_TO_BUILD}")
     return path
+
+
+def built_tool(build: str, name: str, env: Mapping[str, str] | None = None) -> Path:
+    """An executable another build script of hack/controlplane left in ``<cache>/<build>/current``
+    (``helm``; scheduler-plugins' ``kube-scheduler``); `BinariesNotFound` when it is not built."""
+    pointer = cache_dir(env) / build / "current"
+    try:
+        binary = Path(pointer.read_text().strip()) / name
+    except FileNotFoundError:
+        raise BinariesNotFound(f"{name} not built (no {pointer}); {HOW_TO_BUILD}") from None
+    if not os.access(binary, os.X_OK):
+        raise BinariesNotFound(f"{binary} missing; {HOW_TO_BUILD}")
+    return binary
