@@ -24,6 +24,7 @@ from kopf_scheduler.framework.pod_info import QueuedPodInfo
 
 if TYPE_CHECKING:
     from kopf_scheduler.scheduler import Scheduler
+    from kopf_scheduler.shadow import ShadowDecision
 
 
 #: the ``name`` label of ``leader_election_master_status`` (client-go's metric; the Lease's name)
@@ -147,6 +148,13 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.0001, 2, 12),
             registry=r,
         )
+        self.shadow_decisions = Counter(
+            "kopf_scheduler_shadow_decisions",
+            "Verdicts of shadow profiles on the pods another scheduler bound: 'same' (the node is among "
+            "those the profile scores highest), 'different', 'infeasible' (no node passes its filters).",
+            ["profile", "result"],
+            registry=r,
+        )
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts", "Total preemption attempts in the cluster till now", registry=r
         )
@@ -180,9 +188,13 @@ class SchedulerMetrics:
         def extension(point: str, status: str, profile: str, seconds: float) -> None:
             self.extension_point.labels(point, status, profile).observe(seconds)
 
+        def shadow(decision: ShadowDecision) -> None:
+            self.shadow_decisions.labels(decision.profile, decision.result).inc()
+
         scheduler.bound_hooks.append(bound)
         scheduler.failed_hooks.append(failed)
         scheduler.extension_hooks.append(extension)
+        scheduler.shadow_hooks.append(shadow)
 
     def attach_operator(
         self,

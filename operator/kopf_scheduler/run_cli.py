@@ -83,6 +83,12 @@ def add_parser(sub: Any, name: str) -> None:
         help="let extender URLs point at link-local and cloud metadata addresses (169.254.0.0/16, "
         "fe80::/10, metadata.google.internal, ...)",
     )
+    parser.add_argument(
+        "--shadow",
+        action="store_true",
+        help="bind nothing and write nothing: every profile judges the placements another scheduler makes "
+        "for its schedulerName (kopf_scheduler_shadow_decisions_total); no leader election",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(func=run)
 
@@ -95,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             "KOPF_SCHEDULER_TLS_CERT_FILE": args.tls_cert_file,
             "KOPF_SCHEDULER_TLS_PRIVATE_KEY_FILE": args.tls_private_key_file,
             "KOPF_SCHEDULER_INSECURE_METRICS": "true" if args.insecure_metrics else "false",
+            "KOPF_SCHEDULER_SHADOW": "true" if args.shadow else "false",
             "KOPF_SCHEDULER_DEFAULT_SCHEDULER_NAME": args.default_scheduler_name,
             "KOPF_SCHEDULER_LEADER_ELECT": args.leader_elect,
             "KOPF_SCHEDULER_LEASE_NAMESPACE": args.lease_namespace,

@@ -56,6 +56,9 @@ from kopf_scheduler.plugins.names import NODE_RESOURCES_FIT, PRIORITY_SORT
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.registry import new_registry
 from kopf_scheduler.schedule_one import REASON_SCHEDULER_ERROR, ScheduleResult, now, scheduling_cycle
+from kopf_scheduler.shadow import SAME as SHADOW_SAME
+from kopf_scheduler.shadow import ShadowDecision
+from kopf_scheduler.shadow import judge as judge_shadow
 
 log = logging.getLogger("kopf_scheduler")
 
@@ -161,6 +164,10 @@ class Scheduler:
         self.failed_hooks: list[Callable[[QueuedPodInfo, str, str, str, float], None]] = []
         #: extension-point timings: (extension point, status code label, profile, seconds)
         self.extension_hooks: list[Callable[[str, str, str, float], None]] = []
+        #: every profile is a shadow (``kopf-scheduler run --shadow``): nothing is bound
+        self.shadow_all = False
+        #: the verdicts of shadow profiles on other schedulers' bindings (``shadow``)
+        self.shadow_hooks: list[Callable[[ShadowDecision], None]] = []
         #: the HTTP client every profile's scheduler extenders share (``close_extenders`` releases it)
         self.extender_transport = ExtenderTransport()
 
@@ -203,6 +210,9 @@ class Scheduler:
         self._choose_queue_sort()
         if previous is not None:
             self.queue.move_all_to_active_or_backoff(EVENT_FORCE_ACTIVATE, None, None)
+        if self._shadows(framework):  # it binds nothing: its pods wait for another scheduler
+            self._leave_queue(name)
+            return
         for uid, pod in list(self._unserved.items()):
             if pod.scheduler_name == name:
                 del self._unserved[uid]
@@ -213,6 +223,10 @@ class Scheduler:
         if self.profiles.pop(scheduler_name, None) is None:
             return
         self._choose_queue_sort()
+        self._leave_queue(scheduler_name)
+
+    def _leave_queue(self, scheduler_name: str) -> None:
+        """The pending pods of ``scheduler_name`` leave the queue, until a profile binds for it again."""
         for qp in self.queue.pending():
             if qp.pod.scheduler_name == scheduler_name:
                 self._unserved[qp.pod.uid] = qp.pod
@@ -245,7 +259,26 @@ class Scheduler:
             self.set_profile(ProfileSpec(scheduler_name=name))
 
     def responsible_for(self, pod: PodInfo) -> bool:
-        return pod.scheduler_name in self.profiles
+        """Whether a profile serves the pod's schedulerName to bind it (a shadow profile does not)."""
+        framework = self.profiles.get(pod.scheduler_name)
+        return framework is not None and not self._shadows(framework)
+
+    def _shadows(self, framework: Framework) -> bool:
+        return framework.shadow or self.shadow_all
+
+    def _judge_shadow(self, pending: PodInfo, bound_node: str) -> None:
+        """Another scheduler bound ``pending``, whose schedulerName a shadow profile watches: its verdict,
+        against the cache before that binding (``shadow``)."""
+        framework = self.profiles.get(pending.scheduler_name)
+        if framework is None or not self._shadows(framework):
+            return
+        decision = judge_shadow(self, framework, pending, bound_node)
+        if decision is None:
+            return
+        if decision.result != SHADOW_SAME:
+            log.info("%s", decision.describe())
+        for hook in self.shadow_hooks:
+            hook(decision)
 
     # -- nodes -----------------------------------------------------------------------------------------
     def add_node(self, node: Mapping[str, Any]) -> None:
@@ -278,7 +311,8 @@ class Scheduler:
         except PodParseError as e:
             ref = PodInfo.reference(raw)
             scheduler = (raw.get("spec") or {}).get("schedulerName") if isinstance(raw, Mapping) else None
-            if not _is_assigned(raw) and (scheduler or "default-scheduler") in self.profiles and ref.name:
+            serving = self.profiles.get(scheduler or "default-scheduler")
+            if not _is_assigned(raw) and serving is not None and not self._shadows(serving) and ref.name:
                 self.client.record_failure(ref, REASON_SCHEDULER_ERROR, f"pod cannot be scheduled: {e}", None)
             log.warning("cannot read pod %s: %s", ref.key, e)
             return None
@@ -310,8 +344,10 @@ class Scheduler:
                 self.group_members.update(pod)  # a PodGroup's status counts its finished pods
                 return
             self.queue.delete(pod, bound=True)  # it may have been pending with us until now
-            self._unserved.pop(pod.uid, None)
+            pending = self._unserved.pop(pod.uid, None)
             known = self.cache.get_pod(pod.uid)
+            if pending is not None and known is None and pod.node_name:
+                self._judge_shadow(pending, pod.node_name)  # another scheduler bound it
             if known is None or self.cache.is_assumed(pod.uid):
                 self.cache.add_pod(pod)
                 self.queue.assigned_pod_added(pod)

@@ -83,6 +83,8 @@ class ServiceConfig:
     percentage_of_nodes_to_score: int = 0
     #: what SchedulingProfiles may claim and reach
     profile_bounds: ProfileBounds = field(default_factory=ProfileBounds)
+    #: every profile a shadow: nothing is written to the API, not even a Lease (``shadow``)
+    shadow: bool = False
 
     @classmethod
     def from_env(cls) -> ServiceConfig:
@@ -103,6 +105,7 @@ class ServiceConfig:
             confirm_timeout=float(_env("CONFIRM_TIMEOUT", "30")),
             percentage_of_nodes_to_score=int(_env("PERCENTAGE_OF_NODES_TO_SCORE", "0")),
             profile_bounds=bounds_from_env(),
+            shadow=_env("SHADOW", "false").lower() in ("1", "true", "yes"),
         )
 
 
@@ -141,6 +144,10 @@ class SchedulerService:
             interval=min(5.0, max(0.5, config.confirm_timeout / 2)),
         )
         self.client.scheduler_name_for = lambda pod: pod.scheduler_name
+        if config.shadow:  # judges, never writes: no Lease, no profile status, every pod write fenced off
+            self.config.leader_elect = False
+            self.scheduler.shadow_all = True
+            self.client.fence = lambda: False
         self.client.supervise(lambda task: self.supervisor.watch(task))
         self.metrics = SchedulerMetrics()
         self.metrics.attach(self.scheduler)
@@ -379,9 +386,13 @@ class SchedulerService:
         await self.profiles.on_event(kind, obj)
 
     async def _write_profile_status(self, name: str, status: dict[str, Any]) -> None:
+        if self.config.shadow:
+            return
         await self.client.patch_status(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}", status)
 
     async def _write_pod_group_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        if self.config.shadow:
+            return
         await self.client.patch_status(POD_GROUPS.object_path(namespace, name), status)
 
     def health(self) -> dict[str, Any]:

@@ -57,6 +57,8 @@ class ProfileSpec:
     generation: int | None = None
     #: scheduler extenders, in configuration order (``api/extenders.py``)
     extenders: list[ExtenderSpec] = field(default_factory=list)
+    #: never binds; judges the bindings other schedulers make for its schedulerName (``shadow.py``)
+    shadow: bool = False
 
     def plugin_set(self, point: str) -> PluginSet:
         return self.plugins.get(point) or PluginSet()
@@ -112,7 +114,8 @@ def parse_profile(obj: Mapping[str, Any], bounds: ProfileBounds = OFFLINE) -> Pr
     errors = schema_errors(spec)
     if errors:
         raise errors[0]
-    reserved = bounds.scheduler_name_error(spec["schedulerName"])
+    # a shadow profile never binds: it may watch any scheduler's pods, default-scheduler's included
+    reserved = None if spec.get("shadow") else bounds.scheduler_name_error(spec["schedulerName"])
     if reserved is not None:
         raise ProfileError("spec.schedulerName", reserved)
     plugins: dict[str, PluginSet] = {}
@@ -146,6 +149,7 @@ def parse_profile(obj: Mapping[str, Any], bounds: ProfileBounds = OFFLINE) -> Pr
         name=name,
         generation=generation,
         extenders=extenders,
+        shadow=bool(spec.get("shadow")),
     )
 
 

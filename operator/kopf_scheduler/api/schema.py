@@ -146,6 +146,11 @@ SPEC_SCHEMA: dict[str, Any] = {
             "maximum": 100,
             "description": "Share of nodes to find feasible before scoring; 0 or absent means adaptive.",
         },
+        "shadow": {
+            "type": "boolean",
+            "description": "Never bind: for each pod of schedulerName another scheduler binds, record "
+            "where this profile would have placed it (kopf_scheduler_shadow_decisions_total).",
+        },
         "plugins": {
             "type": "object",
             "additionalProperties": False,

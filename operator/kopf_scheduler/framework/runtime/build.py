@@ -136,6 +136,7 @@ def build_framework(
     framework = Framework(
         profile_name=spec.scheduler_name,
         percentage_of_nodes_to_score=spec.percentage_of_nodes_to_score,
+        shadow=spec.shadow,
         plugins=instances,
         pre_enqueue=points["preEnqueue"],  # type: ignore[arg-type]
         queue_sort=points["queueSort"][0],  # type: ignore[arg-type]

@@ -238,6 +238,8 @@ class Framework:
     objects: ClusterListers = field(default_factory=NoObjects)
     #: scheduler extenders, in calling order (``framework.extenders``); with any, the cycle awaits I/O
     extenders: list[HTTPExtender] = field(default_factory=list)
+    #: a shadow profile never binds: it judges the bindings other schedulers make (``shadow``)
+    shadow: bool = False
     #: whether the scheduler still holds a pod, by uid (set by the scheduler; without one, every pod)
     pod_known: Callable[[str], bool] = field(default=lambda uid: True)
     #: the pods of each PodGroup the scheduler knows (set by the scheduler; without one, none)
