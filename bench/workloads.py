@@ -139,6 +139,60 @@ def spreading_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     return _pod(name, namespace, scheduler, spec, {"color": "blue"})
 
 
+def _affinity_term(color: str, topology_key: str) -> dict[str, Any]:
+    return {
+        "labelSelector": {"matchLabels": {"color": color}},
+        "topologyKey": topology_key,
+        "namespaces": [MEASURED_NAMESPACE, INIT_NAMESPACE],
+    }
+
+
+def pod_affinity_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-with-pod-affinity.yaml``: blue pods require a blue pod in their zone."""
+    term = _affinity_term("blue", ZONE_LABEL)
+    spec = {
+        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+        "containers": [_container()],
+    }
+    return _pod(name, namespace, scheduler, spec, {"color": "blue"})
+
+
+def preferred_pod_affinity_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-with-preferred-pod-affinity.yaml``: red pods prefer (weight 1) a red pod on their
+    node."""
+    term = {"weight": 1, "podAffinityTerm": _affinity_term("red", HOSTNAME_LABEL)}
+    spec = {
+        "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}},
+        "containers": [_container()],
+    }
+    return _pod(name, namespace, scheduler, spec, {"color": "red"})
+
+
+def preferred_pod_anti_affinity_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-with-preferred-pod-anti-affinity.yaml``: yellow pods prefer (weight 1) no yellow pod
+    on their node."""
+    term = {"weight": 1, "podAffinityTerm": _affinity_term("yellow", HOSTNAME_LABEL)}
+    spec = {
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}},
+        "containers": [_container()],
+    }
+    return _pod(name, namespace, scheduler, spec, {"color": "yellow"})
+
+
+def mixed_init_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """MixedSchedulingBasePod's initial pods: upstream creates ``initPods`` of each of five templates;
+    here initial pod ``i`` takes template ``i % 5`` (default, pod affinity, required anti-affinity,
+    preferred affinity, preferred anti-affinity), the same counts in one stream."""
+    builders = (
+        default_pod,
+        pod_affinity_pod,
+        anti_affinity_pod,
+        preferred_pod_affinity_pod,
+        preferred_pod_anti_affinity_pod,
+    )
+    return builders[int(name.rsplit("-", 1)[1]) % len(builders)](name, namespace, scheduler)
+
+
 def node_affinity_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     """``templates/pod-with-node-affinity.yaml``: required zone In [zone1, zone2]."""
     term = {"matchExpressions": [{"key": ZONE_LABEL, "operator": "In", "values": ["zone1", "zone2"]}]}
@@ -245,6 +299,47 @@ WORKLOADS: dict[str, Workload] = {
             measured_pod=node_affinity_pod,
             # upstream's labelNodePrepareStrategy: every node in zone1
             node_template={"metadata": {"labels": {ZONE_LABEL: "zone1"}}},
+        ),
+        Workload(
+            "SchedulingPodAffinity",
+            {
+                "small": Shape(500, 500, 1000, "SchedulingPodAffinity/500Nodes"),
+                "full": Shape(5000, 5000, 5000, "SchedulingPodAffinity/5000Nodes_5000Pods"),
+            },
+            init_pod=pod_affinity_pod,
+            measured_pod=pod_affinity_pod,
+            # upstream's labelNodePrepareStrategy: every node in zone1
+            node_template={"metadata": {"labels": {ZONE_LABEL: "zone1"}}},
+        ),
+        Workload(
+            "SchedulingPreferredPodAffinity",
+            {
+                "small": Shape(500, 500, 1000, "SchedulingPreferredPodAffinity/500Nodes"),
+                "full": Shape(5000, 5000, 5000, "SchedulingPreferredPodAffinity/5000Nodes_5000Pods"),
+            },
+            init_pod=preferred_pod_affinity_pod,
+            measured_pod=preferred_pod_affinity_pod,
+        ),
+        Workload(
+            "SchedulingPreferredPodAntiAffinity",
+            {
+                "small": Shape(500, 500, 1000, "SchedulingPreferredPodAntiAffinity/500Nodes"),
+                "full": Shape(5000, 5000, 5000, "SchedulingPreferredPodAntiAffinity/5000Nodes_5000Pods"),
+            },
+            init_pod=preferred_pod_anti_affinity_pod,
+            measured_pod=preferred_pod_anti_affinity_pod,
+        ),
+        Workload(
+            "MixedSchedulingBasePod",
+            {
+                "small": Shape(500, 1000, 1000, "MixedSchedulingBasePod/500Nodes (5 x 200 initial pods)"),
+                "full": Shape(5000, 10000, 5000, "MixedSchedulingBasePod/5000Nodes_5000Pods (5 x 2,000)"),
+            },
+            init_pod=mixed_init_pod,
+            measured_pod=default_pod,
+            node_template={"metadata": {"labels": {ZONE_LABEL: "zone1"}}},
+            notes="initial pods of five templates (affinity and anti-affinity, required and preferred) "
+            "around which plain pods are measured",
         ),
         Workload(
             "PreemptionBasic",
