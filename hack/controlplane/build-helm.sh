@@ -15,25 +15,13 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-force=0
-for arg in "$@"; do
-  case "$arg" in
-    --force) force=1 ;;
-    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-    *) die "unknown argument: $arg (see --help)" ;;
-  esac
-done
+parse_force_option "$@"
 
 : "${HELM_VERSION:?not set in versions.env}"
 cache_root="${KOPF_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kopf-scheduler}/helm"
 go_version="$(go env GOVERSION)"
 key="helm-${HELM_VERSION}_k8s-1.${KUBERNETES_MINOR}_${go_version}"
 dest="$cache_root/$key"
-
-point_current_at() {
-  printf '%s\n' "$1" >"$cache_root/current.tmp.$$"
-  mv -f "$cache_root/current.tmp.$$" "$cache_root/current"
-}
 
 mkdir -p "$cache_root"
 exec 7>"$cache_root/.lock"

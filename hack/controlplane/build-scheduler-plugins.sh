@@ -23,14 +23,7 @@
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
-force=0
-for arg in "$@"; do
-  case "$arg" in
-    --force) force=1 ;;
-    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-    *) die "unknown argument: $arg (see --help)" ;;
-  esac
-done
+parse_force_option "$@"
 
 : "${SCHEDULER_PLUGINS_VERSION:?not set in versions.env}"
 : "${SCHEDULER_PLUGINS_SAMPLE_APISERVER_VERSION:?not set in versions.env}"
@@ -79,11 +72,6 @@ requirements="$(wrapper_requirements)"
 wrapper_hash="$(printf '%s\n%s\n' "$requirements" "$ldflags" | sha256sum | cut -c1-12)"
 key="sp-${SCHEDULER_PLUGINS_VERSION}_k8s-${KUBERNETES_VERSION}_${go_version}_${wrapper_hash}"
 dest="$cache_root/$key"
-
-point_current_at() {
-  printf '%s\n' "$1" >"$cache_root/current.tmp.$$"
-  mv -f "$cache_root/current.tmp.$$" "$cache_root/current"
-}
 
 mkdir -p "$cache_root"
 exec 8>"$cache_root/.lock"

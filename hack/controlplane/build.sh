@@ -44,11 +44,6 @@ complete() {  # dir -> true when every binary is there and executable
   for b in "${BINARIES[@]}"; do [[ -x "$1/bin/$b" ]] || return 1; done
 }
 
-point_current_at() {  # write the one-line pointer file atomically
-  printf '%s\n' "$1" >"$cache_root/current.tmp.$$"
-  mv -f "$cache_root/current.tmp.$$" "$cache_root/current"
-}
-
 build_scheduler_plugins() {  # and helm; their stdout (their bin paths) would mix with ours (this build's)
   local args=()
   [[ $force -eq 0 ]] || args+=(--force)

@@ -22,3 +22,23 @@ KUBERNETES_MINOR="${KUBERNETES_MINOR_PATCH%%.*}"
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# Writes the one-line pointer file $cache_root/current (the caller's cache root) naming the complete bin
+# directory $1, atomically: readers never see it half-written.
+point_current_at() {
+  printf '%s\n' "$1" >"$cache_root/current.tmp.$$"
+  mv -f "$cache_root/current.tmp.$$" "$cache_root/current"
+}
+
+# The options of a build script that has no other: --force (sets force=1) and --help (its header).
+parse_force_option() {
+  force=0
+  local arg
+  for arg in "$@"; do
+    case "$arg" in
+      --force) force=1 ;;
+      -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+      *) die "unknown argument: $arg (see --help)" ;;
+    esac
+  done
+}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -288,6 +289,33 @@ async def test_a_cycle_cancelled_while_waiting_on_an_extender_requeues_the_pod()
     assert cluster.bindings == []
 
 
+@contextlib.asynccontextmanager
+async def _running(
+    sched: Scheduler, cluster: SimulatedCluster, pods: list[tuple[str, str]]
+) -> AsyncIterator[None]:
+    """``pods`` ((name, schedulerName)) added, the scheduling loop running until the block ends; then the
+    loop and the calls in flight stopped."""
+    for name, scheduler_name in pods:
+        pod = _pod(name).scheduler_name(scheduler_name).obj()
+        cluster.pods[pod["metadata"]["uid"]] = pod
+        sched.add_pod(pod)
+    loop = asyncio.create_task(sched.run())
+    try:
+        yield
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+        await sched.cancel_bindings()
+        await sched.close_extenders()
+
+
+async def _bound(cluster: SimulatedCluster, count: int, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while len(cluster.bindings) < count:
+            await asyncio.sleep(0.01)
+
+
 async def test_a_slow_extender_holds_neither_the_loop_nor_the_order_of_its_own_pods() -> None:
     """While one pod's filter extender takes 1.5 s, another profile's pods are bound; the extender
     profile's second pod waits behind its first, and both are bound in their order once it answers."""
@@ -343,21 +371,8 @@ async def test_every_try_of_an_attempt_asks_the_extender_about_the_same_nodes() 
         sched.set_profile(ProfileSpec(scheduler_name="plain"))
         for node in _nodes(*(f"n{i:03d}" for i in range(200))):
             sched.add_node(node)
-        for name, scheduler_name in (("slow", NAME), ("quick", "plain")):
-            pod = _pod(name).scheduler_name(scheduler_name).obj()
-            cluster.pods[pod["metadata"]["uid"]] = pod
-            sched.add_pod(pod)
-        loop = asyncio.create_task(sched.run())
-        try:
-            async with asyncio.timeout(10):
-                while len(cluster.bindings) < 2:
-                    await asyncio.sleep(0.01)
-        finally:
-            loop.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
-            await sched.cancel_bindings()
-            await sched.close_extenders()
+        async with _running(sched, cluster, [("slow", NAME), ("quick", "plain")]):
+            await _bound(cluster, 2, timeout=10)
     assert [key for key, _ in cluster.bindings] == ["default/quick", "default/slow"]
     [(verb, args)] = ext.requests
     assert verb == "filter" and len(args["NodeNames"]) == 100
