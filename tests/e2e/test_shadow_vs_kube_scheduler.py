@@ -1,5 +1,6 @@
-"""Shadow mode beside kube-scheduler: ``kopf-scheduler run --shadow`` watching ``default-scheduler``'s pods
-while the upstream kube-scheduler binds them.
+"""Shadow mode beside kube-scheduler: ``kopf-scheduler run --shadow`` watching the pods of the upstream
+kube-scheduler's profile while kube-scheduler binds them (a schedulerName of this test's own, so that no
+other test's pod is judged).
 
 Five nodes, each preferred (node affinity, weight 100) by one fifth of 400 pods: kube-scheduler's choice
 for each of those is the one best node, whatever the other pods' load (their requests are too small to
@@ -8,7 +9,7 @@ other 100 pods prefer nothing. Under the built-in profile, which decides as kube
 judges every one of the 500 (its metric counts 500 verdicts, none infeasible) and says "same" for every
 pod whose best node was unique (no difference logged for any of the 400).
 
-Then a SchedulingProfile for ``default-scheduler`` that would bin-pack (MostAllocated, node affinity not
+Then a SchedulingProfile for that schedulerName that would bin-pack (MostAllocated, node affinity not
 scored) takes over the shadow, live: for 200 more pods, those kube-scheduler sends to their preferred node
 are reported "different" (the profile would pick the ballasted node), those preferring that node "same".
 
@@ -36,7 +37,7 @@ SECOND = 240  # 200 of them prefer a node
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
-def _pod(scope: Scope, prefix: str, i: int) -> dict:
+def _pod(scope: Scope, scheduler_name: str, prefix: str, i: int) -> dict:
     """Pod ``i``: of preference class ``i % 6`` (class 5 prefers nothing)."""
     klass = i % (CLASSES + 1)
     spec: dict = {}
@@ -47,7 +48,7 @@ def _pod(scope: Scope, prefix: str, i: int) -> dict:
                 "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]
             }
         }
-    pod = scope.pod(f"{prefix}{i:03d}", "default-scheduler", requests={"cpu": "1m", "memory": "1Mi"}, **spec)
+    pod = scope.pod(f"{prefix}{i:03d}", scheduler_name, requests={"cpu": "1m", "memory": "1Mi"}, **spec)
     pod["metadata"].setdefault("labels", {})["class"] = str(klass)
     return pod
 
@@ -56,14 +57,11 @@ def _class(pod: dict) -> int:
     return int(pod["metadata"]["labels"]["class"])
 
 
-def _decisions(port: int) -> dict[str, float]:
+def _decisions(port: int, profile: str) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
-    found = re.findall(
-        r'^kopf_scheduler_shadow_decisions_total\{profile="default-scheduler",result="(\w+)"\} (\S+)$',
-        text,
-        re.M,
-    )
+    sample = f'kopf_scheduler_shadow_decisions_total{{profile="{profile}",result="'
+    found = re.findall(rf'^{re.escape(sample)}(\w+)"\}} (\S+)$', text, re.M)
     return {result: float(value) for result, value in found}
 
 
@@ -71,6 +69,7 @@ def test_shadow_beside_kube_scheduler_agrees_on_every_unique_best_and_writes_not
     control_plane: ClusterHarness, operators: Operators, scope: Scope
 ) -> None:
     cp = control_plane
+    upstream = scope.name("upstream")  # kube-scheduler's profile here, and what the shadow watches
     nodes = [
         scope.nodes(1, f"pref-{k}", labels={PREFERENCE: str(k)}, cpu="64", memory="256Gi", pods="250")[0]
         for k in range(CLASSES)
@@ -84,15 +83,15 @@ def test_shadow_beside_kube_scheduler_agrees_on_every_unique_best_and_writes_not
         leader_elect=False,
         ports=True,
         kubeconfig=admin_kubeconfig(cp, scope, SHADOW_USER),
-        args=["--shadow", "--default-scheduler-name", "default-scheduler"],
+        args=["--shadow", "--default-scheduler-name", upstream],
     )
     shadow.wait_for_log("scheduling starts")
-    cp.cluster.start_kube_scheduler()
+    cp.cluster.start_kube_scheduler(config={"profiles": [{"schedulerName": upstream}]})
     try:
-        scope.create_pods([_pod(scope, "p", i) for i in range(COUNT)])
+        scope.create_pods([_pod(scope, upstream, "p", i) for i in range(COUNT)])
         scope.wait_all_bound(timeout=180)
         decisions = wait_until(
-            lambda: (d := _decisions(shadow.metrics_port)) and sum(d.values()) >= COUNT and d,
+            lambda: (d := _decisions(shadow.metrics_port, upstream)) and sum(d.values()) >= COUNT and d,
             60,
             "a verdict on every pod",
         )
@@ -102,7 +101,7 @@ def test_shadow_beside_kube_scheduler_agrees_on_every_unique_best_and_writes_not
         scope.create_profile(
             packing,
             {
-                "schedulerName": "default-scheduler",
+                "schedulerName": upstream,
                 "shadow": True,
                 "plugins": {"score": {"disabled": [{"name": "NodeAffinity"}]}},
                 "pluginConfig": [
@@ -110,17 +109,17 @@ def test_shadow_beside_kube_scheduler_agrees_on_every_unique_best_and_writes_not
                 ],
             },
         )
-        wait_until(
-            lambda: shadow.log().count("serving schedulerName 'default-scheduler'") >= 2, 30, "the switch"
-        )
-        more = [_pod(scope, "q", i) for i in range(SECOND) if i % (CLASSES + 1) < CLASSES]
+        wait_until(lambda: shadow.log().count(f"serving schedulerName {upstream!r}") >= 2, 30, "the switch")
+        more = [_pod(scope, upstream, "q", i) for i in range(SECOND) if i % (CLASSES + 1) < CLASSES]
         scope.create_pods(more)
         scope.wait_all_bound(timeout=180)
     finally:
         cp.cluster.stop_kube_scheduler()
     total = COUNT + len(more)
     decisions = wait_until(
-        lambda: (d := _decisions(shadow.metrics_port)) and sum(d.values()) >= total and d, 60, "verdicts"
+        lambda: (d := _decisions(shadow.metrics_port, upstream)) and sum(d.values()) >= total and d,
+        60,
+        "verdicts",
     )
     elsewhere = {p["metadata"]["name"] for p in more if _class(p) != 0}
     assert decisions == {"same": total - len(elsewhere), "different": len(elsewhere)}, decisions
