@@ -65,17 +65,20 @@ def test_a_leader_that_may_no_longer_renew_stops(
     wait_until(lambda: len(scope.bound()) >= 20, 30, "the first pods bound")
 
     def keep_creating() -> None:
-        """One pod after another until a second after the operator has ended (at most 400 in all)."""
+        """One pod after another until a second after the operator has ended, and past the renew
+        deadline after the revocation however soon it ended (at most 800 in all)."""
         ended_at = None
-        for i in range(20, 400):
+        for i in range(20, 800):
             scope.create_pod(f"v{i:03d}", requests={"cpu": "10m"})
             if operator.popen.poll() is not None:
                 ended_at = ended_at or time.monotonic()
-                if time.monotonic() > ended_at + 1.0:
+                now = time.monotonic()
+                if now > ended_at + 1.0 and now > revoked_at + RENEW_DEADLINE + 1.5:
                     return
 
     creating = threading.Thread(target=keep_creating)
     control_plane.request("DELETE", lease_binding, expect=(200,))
+    revoked_at = time.monotonic()
     creating.start()
     try:
         code = operator.popen.wait(timeout=RENEW_DEADLINE + 20)
