@@ -10,7 +10,9 @@ The same watch makes preemption work without a kubelet: a pod that gets a ``dele
 victim deleted gracefully) is deleted again with grace period 0 at once, for every scheduler alike.
 
 Pods are created either as fast as the API server takes them (``concurrency`` POSTs in flight) or at a
-fixed rate (``rate`` pods per second). Every request the harness sends is counted by the key the API
+fixed rate (``rate`` pods per second). With a ``lifetime``, each measured pod is deleted (grace period 0)
+that many seconds after it is seen bound, so a long run keeps a steady number of pods: the churn a
+scheduler's cache and memory must survive. Every request the harness sends is counted by the key the API
 server's ``apiserver_request_total`` uses, so it can be subtracted from the server's count.
 """
 
@@ -52,6 +54,8 @@ class Measurement:
     create_finished: float = 0.0
     all_bound: float | None = None
     force_deleted: int = 0
+    #: measured pods deleted at the end of their lifetime
+    expired: int = 0
     #: "complete", "timeout" or "scheduler exited"
     outcome: str = ""
     requests: Counter[Key] = field(default_factory=Counter)
@@ -85,6 +89,7 @@ class PodLoad:
         concurrency: int = 64,
         rate: float | None = None,
         target: int | None = None,
+        lifetime: float | None = None,
     ) -> None:
         self.api = api
         self.namespace = namespace
@@ -92,6 +97,8 @@ class PodLoad:
         self.bodies = bodies
         self.concurrency = concurrency
         self.rate = rate
+        self.lifetime = lifetime
+        self._expiring: set[asyncio.Task[None]] = set()
         self.result = Measurement(pods=len(names), target=len(names) if target is None else target)
         self._done = asyncio.Event()
         self._marker = f'"namespace":"{namespace}"'.encode()
@@ -152,9 +159,9 @@ class PodLoad:
             finally:
                 on_end()
                 watch.stop()
-                for task in (sampler, creator):
+                for task in (sampler, creator, *self._expiring):
                     task.cancel()
-                await asyncio.gather(sampler, creator, return_exceptions=True)
+                await asyncio.gather(sampler, creator, *self._expiring, return_exceptions=True)
                 if self._tasks:
                     await asyncio.gather(*self._tasks, return_exceptions=True)
         return result
@@ -219,14 +226,16 @@ class PodLoad:
         if kind == "ERROR":
             raise RuntimeError(f"pod watch: {obj.get('message')}")
         if kind != "BOOKMARK" and kind != "DELETED":
-            if mine:
-                self._observe(meta.get("name", ""), obj, seen)
+            if mine and self._observe(meta.get("name", ""), obj, seen) and self.lifetime is not None:
+                assert self._loop is not None
+                self._loop.call_soon_threadsafe(self._expire, meta)
             if meta.get("deletionTimestamp"):
                 assert self._loop is not None
                 self._loop.call_soon_threadsafe(self._force_delete, meta)
         return meta.get("resourceVersion")
 
-    def _observe(self, name: str, pod: dict[str, Any], seen: float) -> None:
+    def _observe(self, name: str, pod: dict[str, Any], seen: float) -> bool:
+        """Records the pod's times; True when this event is the one that shows it bound."""
         result = self.result
         result.first_seen.setdefault(name, seen)
         if name not in result.bound_at and (pod.get("spec") or {}).get("nodeName"):
@@ -235,13 +244,26 @@ class PodLoad:
                 result.all_bound = seen
                 assert self._loop is not None
                 self._loop.call_soon_threadsafe(self._done.set)
+            return True
+        return False
+
+    def _expire(self, meta: dict[str, Any]) -> None:
+        async def later() -> None:
+            assert self.lifetime is not None
+            await asyncio.sleep(self.lifetime)
+            await self._delete(meta["namespace"], meta["name"], meta.get("uid", ""))
+            self.result.expired += 1
+
+        task = asyncio.create_task(later())
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
 
     def _force_delete(self, meta: dict[str, Any]) -> None:
         uid = meta.get("uid", "")
         if uid in self._deleting:
             return
         self._deleting.add(uid)
-        task = asyncio.create_task(self._delete(meta["namespace"], meta["name"], uid))
+        task = asyncio.create_task(self._force(meta["namespace"], meta["name"], uid))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -251,6 +273,9 @@ class PodLoad:
         async with self._http.delete(f"/api/v1/namespaces/{namespace}/pods/{name}", data=body) as resp:
             await resp.read()
         self.result.requests[("DELETE", "", "pods", "")] += 1
+
+    async def _force(self, namespace: str, name: str, uid: str) -> None:
+        await self._delete(namespace, name, uid)
         self.result.force_deleted += 1
 
     # -- sampling ------------------------------------------------------------------------------------

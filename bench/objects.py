@@ -96,7 +96,7 @@ class Loader:
 @dataclass(frozen=True)
 class Setup:
     """What ``Extras`` hooks get: the loader (open during setup only), the workload's nodes, its
-    namespaces and the names of its initial and measured pods."""
+    namespaces, the names of its initial and measured pods and their ``schedulerName``."""
 
     loader: Loader
     nodes: list[str]
@@ -104,6 +104,8 @@ class Setup:
     measured_namespace: str
     init_pods: list[str]
     measured_pods: list[str]
+    #: the pods' ``schedulerName``
+    scheduler_name: str = ""
 
     @property
     def api(self) -> ApiClient:

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.schedulers import ALL, KOPF_SCHEDULER, KUBE_SCHEDULER, RAW_BINDER
-from bench.workloads import WORKLOADS
+from bench.workloads import MIXED_CHURN, WORKLOADS
+
+#: the workloads whose burst p99 latency is held against kube-scheduler's
+BURST_LATENCY = ("SchedulingBasic", "SchedulingNodeAffinity")
+MEMORY_AT_SCALE = "MemoryAtScale"
+PREEMPTION = "PreemptionBasic"
 
 CHART = "throughput.png"
 NUMERIC = (
@@ -23,6 +28,7 @@ NUMERIC = (
     "latency_p50_s", "latency_p90_s", "latency_p99_s", "cpu_seconds", "cpu_ms_per_pod", "peak_rss_bytes",
     "api_requests_per_pod", "api_writes_per_pod", "api_writes_per_pod_without_events",
     "api_event_writes_per_pod", "startup_seconds", "foreign_cpu_seconds", "apiserver_cpu_seconds",
+    "measured_seconds",
 )  # fmt: skip
 
 
@@ -208,6 +214,29 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
                 continue
             r = kopf / kube
             check(f"{name} ({size}): throughput >= {goal:.1f}x kube-scheduler", r, r >= goal, f"{r:.2f}x")
+        for name in WORKLOADS:
+            a = row("throughput", name, size, KOPF_SCHEDULER)
+            b = row("throughput", name, size, KUBE_SCHEDULER)
+            if not a or not b:
+                continue
+            if a.get("cpu_ms_per_pod") and b.get("cpu_ms_per_pod"):
+                mine, theirs = a["cpu_ms_per_pod"], b["cpu_ms_per_pod"]
+                shown = f"{mine:.2f} / {theirs:.2f} ms"
+                check(f"{name} ({size}): CPU per pod <= kube-scheduler's", mine, mine <= theirs, shown)
+            if name in BURST_LATENCY and a.get("latency_p99_s") and b.get("latency_p99_s"):
+                mine, theirs = a["latency_p99_s"], b["latency_p99_s"]
+                shown = f"{mine:.2f} / {theirs:.2f} s"
+                check(f"{name} ({size}): burst p99 latency <= kube-scheduler's", mine, mine <= theirs, shown)
+            if name == PREEMPTION and a.get("measured_seconds") and b.get("measured_seconds"):
+                mine, theirs = a["measured_seconds"], b["measured_seconds"]
+                shown = f"{mine:.0f} / {theirs:.0f} s"
+                check(f"{name} ({size}): wall-clock time <= kube-scheduler's", mine, mine <= theirs, shown)
+            if name == MEMORY_AT_SCALE and a.get("peak_rss_bytes") and b.get("peak_rss_bytes"):
+                r = a["peak_rss_bytes"] / b["peak_rss_bytes"]
+                check(f"{name} ({size}): peak RSS <= 1.0x kube-scheduler", r, r <= 1.0, f"{r:.2f}x")
+            if name == MIXED_CHURN and a.get("rss_growth_after_warmup") is not None:
+                g = a["rss_growth_after_warmup"]
+                check(f"{name} ({size}): RSS growth after warm-up < 5%", g, g < 0.05, f"{100 * g:+.1f}%")
         kopf = throughput(row("throughput", "SchedulingBasic", size, KOPF_SCHEDULER))
         raw = throughput(row("throughput", "SchedulingBasic", size, RAW_BINDER))
         if kopf and raw:
@@ -240,6 +269,29 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
                     p99 <= b["latency_p99_s"],
                     f"{p99:.3f} s",
                 )
+    return lines if len(lines) > 2 else []
+
+
+def over_time_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
+    """Long runs (a lifetime per pod, e.g. the churn): latency per minute of creation and resident memory
+    after the warm-up and at the end."""
+    lines = [
+        "| workload | size | scheduler | pods/s created | p99 latency per minute (s) | RSS after warm-up "
+        "| at end (MiB) | growth | status |",
+        "|---|---|---|--:|---|--:|--:|--:|---|",
+    ]
+    order = {k: i for i, k in enumerate(ALL)}
+    for key in sorted(rows, key=lambda k: (k[1], k[2], order.get(k[3], 9))):
+        row = rows[key]
+        if key[0] != "throughput" or not row.get("lifetime_s"):
+            continue
+        windows = " ".join(f"{w[3]:.2f}" for w in row.get("latency_windows") or [])
+        growth = row.get("rss_growth_after_warmup")
+        lines.append(
+            f"| {key[1]} | {key[2]} | {key[3]} | {_num(row.get('creation_rate'))} | {windows or '-'} "
+            f"| {_num(row.get('rss_after_warmup_mib'))} | {_num(row.get('rss_end_mib'))} "
+            f"| {'-' if growth is None else f'{100 * growth:+.1f}%'} | {_status(row)} |"
+        )
     return lines if len(lines) > 2 else []
 
 
@@ -336,6 +388,18 @@ def write(results_dir: Path, output: Path) -> None:
     goals = targets(rows)
     if goals:
         lines += ["## kopf-scheduler against its targets", "", *goals, ""]
+    over_time = over_time_table(rows)
+    if over_time:
+        lines += [
+            "## Over time: churn",
+            "",
+            "Measured pods created at a fixed rate, each deleted a while after it is bound, beside",
+            "upstream's churn; RSS growth: median resident set of the last tenth of the phase over that of",
+            "its third tenth.",
+            "",
+            *over_time,
+            "",
+        ]
     latency = latency_table(rows)
     if latency:
         lines += ["## Latency at a fixed creation rate (SchedulingBasic shape)", "", *latency, ""]

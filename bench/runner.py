@@ -4,8 +4,8 @@ Sequence: ``DevCluster.up()`` in a temporary state dir (with kube-controller-man
 needs its controllers or ``--with-controller-manager`` asks); namespaces, PriorityClasses, the fake
 nodes, the workload's extra objects (``bench.objects``) and the initial pods (created already bound);
 kube-controller-manager, if any, waited for until idle; a scrape of the API server's request counter;
-the workload's companion (a provisioner) started; the scheduler started and waited for (ready, then
-idle: its CPU use settles after the initial lists); the measured phase (``loadgen``); the scheduler's
+the scheduler started and waited for (ready, then idle: its CPU use settles after the initial lists);
+the workload's companion (a provisioner, a churn) started; the measured phase (``loadgen``); the scheduler's
 own metrics and peak RSS read; the scheduler and the companion stopped; a second scrape; the workload's
 check of the state the scheduler left; the cluster torn down. Whatever happens (an error, a timeout,
 Ctrl-C), the scheduler and the cluster are stopped and the temporary directory is removed; a failed run
@@ -21,9 +21,11 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -40,7 +42,9 @@ from bench.sampling import summarize
 from bench.workloads import (
     INIT_NAMESPACE,
     MEASURED_NAMESPACE,
+    Shape,
     Workload,
+    init_namespace,
     init_pod_name,
     measured_pod_name,
     node_name,
@@ -58,6 +62,12 @@ SETTLE_WINDOW = 1.0
 #: idle = less CPU than this fraction of one core over a window, twice in a row
 SETTLE_THRESHOLD = 0.10
 SETTLE_TIMEOUT = 180.0
+#: seconds between samples of the scheduler's resident set during the measured phase
+RSS_INTERVAL = 5.0
+#: a measured phase shorter than this has no warm-up to measure RSS growth after
+RSS_GROWTH_MIN_SECONDS = 60.0
+#: seconds of creation time per latency window
+LATENCY_WINDOW = 60.0
 
 
 @dataclass
@@ -115,15 +125,20 @@ def _encode(obj: dict[str, Any]) -> bytes:
 async def populate(
     api: ApiClient,
     workload: Workload,
-    nodes: int,
-    init_pods: int,
+    shape: Shape,
     scheduler_name: str,
     measured_pods: int = 0,
 ) -> Setup:
     """Namespaces, PriorityClasses, nodes, the workload's extra objects, and the initial pods bound to
     node ``i % nodes``."""
-    for ns in (INIT_NAMESPACE, MEASURED_NAMESPACE):
-        body: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    nodes = shape.nodes
+    namespaces = {INIT_NAMESPACE, MEASURED_NAMESPACE}
+    namespaces |= {init_namespace(i, shape) for i in range(shape.init_pods)}
+    for ns in sorted(namespaces):
+        meta: dict[str, Any] = {"name": ns}
+        if workload.namespace_labels:
+            meta["labels"] = dict(workload.namespace_labels)
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
         await _post_all(api, "/api/v1/namespaces", [_encode(body)], 1)
     for name, value in workload.priority_classes:
         body = {
@@ -142,17 +157,20 @@ async def populate(
             nodes=[node_name(i) for i in range(nodes)],
             init_namespace=INIT_NAMESPACE,
             measured_namespace=MEASURED_NAMESPACE,
-            init_pods=[init_pod_name(i) for i in range(init_pods)],
+            init_pods=[init_pod_name(i) for i in range(shape.init_pods)],
             measured_pods=[measured_pod_name(i) for i in range(measured_pods)],
+            scheduler_name=scheduler_name,
         )
         if workload.extras is not None:
             await workload.extras.before_pods(setup)
-        bodies = []
+        by_namespace: dict[str, list[bytes]] = {}
         for i, name in enumerate(setup.init_pods):
-            pod = workload.init_pod(name, INIT_NAMESPACE, scheduler_name)
+            ns = init_namespace(i, shape)
+            pod = workload.init_pod(name, ns, scheduler_name)
             pod["spec"]["nodeName"] = node_name(i % nodes)
-            bodies.append(_encode(pod))
-        await _post_all(api, f"/api/v1/namespaces/{INIT_NAMESPACE}/pods", bodies, 64)
+            by_namespace.setdefault(ns, []).append(_encode(pod))
+        for ns, bodies in by_namespace.items():
+            await _post_all(api, f"/api/v1/namespaces/{ns}/pods", bodies, 64)
         if workload.extras is not None:
             await workload.extras.after_init_pods(setup)
     return setup
@@ -255,6 +273,7 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
     shape = workload.shape(opts.size)
     latency_mode = opts.rate is not None
     measured = round(opts.rate * opts.rate_seconds) if opts.rate is not None else shape.measured_pods
+    rate = opts.rate if latency_mode else shape.rate
     record: dict[str, Any] = {
         "workload": workload.name,
         "size": opts.size,
@@ -265,6 +284,8 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         "nodes": shape.nodes,
         "init_pods": shape.init_pods,
         "pods": measured,
+        "creation_rate": rate,
+        "lifetime_s": shape.lifetime,
         "complete": False,
         "error": None,
         "controller_manager": opts.controller_manager,
@@ -290,7 +311,7 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         started = time.monotonic()
         up(cluster)
         api = cluster.client()
-        setup = asyncio.run(populate(api, workload, shape.nodes, shape.init_pods, pod_scheduler, measured))
+        setup = asyncio.run(populate(api, workload, shape, pod_scheduler, measured))
         record["setup_seconds"] = round(time.monotonic() - started, 1)
         names = setup.measured_pods
         bodies = [_encode(workload.measured_pod(n, MEASURED_NAMESPACE, pod_scheduler)) for n in names]
@@ -299,15 +320,15 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
             record["controller_manager_settle_seconds"] = round(wait_idle(manager_pid, lambda: True), 1)
         manager_before = _controller_manager_requests(cluster)
         before = apimetrics.parse(api.request("GET", "/metrics", timeout=60).text())
-        if workload.extras is not None:
-            companion = workload.extras.companion(api, setup)
-        if companion is not None:
-            companion.start()
-
         started = time.monotonic()
         sched.start()
         record["startup_seconds"] = round(time.monotonic() - started, 2)
         record["settle_seconds"] = round(wait_idle(sched.pid, sched.alive), 1)
+        # after the scheduler settled: a churn would keep it from ever being idle
+        if workload.extras is not None:
+            companion = workload.extras.companion(api, setup)
+        if companion is not None:
+            companion.start()
         pid = sched.pid
         apiserver_pid, etcd_pid = cluster.components[APISERVER].pid, cluster.components[ETCD].pid
         if opts.profile and kind == schedulers.KOPF_SCHEDULER:
@@ -344,12 +365,24 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
             names,
             bodies,
             concurrency=opts.create_concurrency,
-            rate=opts.rate,
+            rate=rate,
             target=target,
+            lifetime=shape.lifetime,
         )
-        result = asyncio.run(
-            load.run(timeout=opts.timeout, alive=sched.alive, on_start=mark("start"), on_end=mark("end"))
-        )
+        rss = RssSampler(pid)
+        start_mark = mark("start")
+
+        def on_start() -> None:
+            start_mark()
+            rss.start()
+
+        try:
+            result = asyncio.run(
+                load.run(timeout=opts.timeout, alive=sched.alive, on_start=on_start, on_end=mark("end"))
+            )
+        finally:
+            rss.stop()
+        record.update(rss.fields())
         if profiler is not None:
             profiler.stop()
         own_metrics = sched.metrics()
@@ -456,10 +489,77 @@ def _measurement_fields(result: Measurement, marks: dict[str, dict[str, float]])
         if result.all_bound is not None and first_seen is not None
         else None,
         "force_deleted": result.force_deleted,
+        "expired": result.expired,
+        "latency_windows": latency_windows(result),
         "throughput_progress": [
             [round(t - result.create_started, 2), n] for t, n in result.collector.progress
         ],
     }
+
+
+def latency_windows(result: Measurement, window: float = LATENCY_WINDOW) -> list[list[float]]:
+    """``[start s, pods, p50 s, p99 s]`` per ``window`` seconds of creation time (pods by when they were
+    first seen): whether latency drifts during a long run."""
+    if not result.first_seen:
+        return []
+    origin = min(result.first_seen.values())
+    buckets: dict[int, list[float]] = {}
+    for name, bound in result.bound_at.items():
+        seen = result.first_seen.get(name)
+        if seen is not None:
+            buckets.setdefault(int((seen - origin) // window), []).append(bound - seen)
+    out = []
+    for k in sorted(buckets):
+        stats = summarize(buckets[k])
+        out.append([k * window, int(stats["count"]), round(stats["p50"], 4), round(stats["p99"], 4)])
+    return out
+
+
+class RssSampler:
+    """The scheduler's resident set every ``interval`` seconds of the measured phase, in its own thread;
+    ``fields()`` gives the samples and, for a phase long enough to have a warm-up, the growth after it:
+    the median of the last tenth of the phase over the median of its third tenth, minus one."""
+
+    def __init__(self, pid: int, interval: float = RSS_INTERVAL) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        while True:
+            value = procstats.rss_bytes(self.pid)
+            if value:
+                self.samples.append((time.monotonic() - started, value))
+            if self._stop.wait(self.interval):
+                return
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rss_progress": [[round(t, 1), round(v / 2**20, 1)] for t, v in self.samples]}
+        if not self.samples or self.samples[-1][0] < RSS_GROWTH_MIN_SECONDS:
+            return out
+        span = self.samples[-1][0]
+
+        def median(lo: float, hi: float) -> float | None:
+            values = [v for t, v in self.samples if lo * span <= t <= hi * span]
+            return statistics.median(values) if values else None
+
+        warm, last = median(0.2, 0.3), median(0.9, 1.0)
+        if warm and last:
+            out["rss_after_warmup_mib"] = round(warm / 2**20, 1)
+            out["rss_end_mib"] = round(last / 2**20, 1)
+            out["rss_growth_after_warmup"] = round(last / warm - 1, 4)
+        return out
 
 
 async def _check(extras: Extras, setup: Setup) -> list[str]:

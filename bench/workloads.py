@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import dra, gangs, volumes
+from bench import churn, dra, gangs, volumes
 from bench.objects import Extras
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
@@ -36,6 +36,9 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 INIT_NAMESPACE = "sched-0"
 MEASURED_NAMESPACE = "sched-1"
 HIGH_PRIORITY_CLASS = "bench-high-priority"
+
+NS_SELECTOR = "SchedulingRequiredPodAntiAffinityWithNSSelector"
+MIXED_CHURN = "SchedulingWithMixedChurn"
 
 PodBuilder = Callable[[str, str, str], dict[str, Any]]  # (name, namespace, schedulerName) -> Pod
 
@@ -47,6 +50,13 @@ class Shape:
     measured_pods: int
     #: the upstream workload this size copies
     upstream: str
+    #: namespaces the initial pods are spread over (``init-ns-<k>``, pod ``i`` in ``k = i % n``; 1: all
+    #: in ``sched-0``)
+    init_namespaces: int = 1
+    #: measured pods created at this rate (pods/s) rather than as fast as the API server takes them
+    rate: float | None = None
+    #: seconds a measured pod lives once bound before the harness deletes it (None: it stays)
+    lifetime: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,16 +81,23 @@ class Workload:
     #: workload undone (volumes never provisioned)
     raw_binder: bool = True
     #: kopf-scheduler's throughput target against kube-scheduler's (None: only that it completes)
-    target: float | None = 0.8
+    target: float | None = 1.0
     #: the schedulers that can do the workload at all (empty: every one); others are skipped even if named
     schedulers: tuple[str, ...] = ()
     #: the pods' ``schedulerName`` when not the scheduler's own (a profile the workload applies)
     scheduler_name: str = ""
     #: (nodes, measured pods) -> how many measured pods a run binds to be complete (None: all of them)
     expected_bound: Callable[[int, int], int] | None = None
+    #: labels of every namespace the workload creates (a namespaceSelector's target)
+    namespace_labels: dict[str, str] = field(default_factory=dict)
 
     def shape(self, size: str) -> Shape:
         return self.sizes[size]
+
+
+def init_namespace(index: int, shape: Shape) -> str:
+    """The namespace of initial pod ``index``."""
+    return INIT_NAMESPACE if shape.init_namespaces <= 1 else f"init-ns-{index % shape.init_namespaces}"
 
 
 def _container(cpu: str = "100m", memory: str = "500Mi") -> dict[str, Any]:
@@ -137,6 +154,21 @@ def spreading_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     }
     spec = {"topologySpreadConstraints": [constraint], "containers": [_container()]}
     return _pod(name, namespace, scheduler, spec, {"color": "blue"})
+
+
+def anti_affinity_ns_selector_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-anti-affinity-ns-selector.yaml``: green pods repel green pods per hostname in every
+    namespace labelled ``team: devops``."""
+    term = {
+        "labelSelector": {"matchLabels": {"color": "green"}},
+        "topologyKey": HOSTNAME_LABEL,
+        "namespaceSelector": {"matchLabels": {"team": "devops"}},
+    }
+    spec = {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+        "containers": [_container()],
+    }
+    return _pod(name, namespace, scheduler, spec, {"color": "green"})
 
 
 def _affinity_term(color: str, topology_key: str) -> dict[str, Any]:
@@ -242,6 +274,15 @@ def gang_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     return _pod(name, namespace, scheduler, spec, {gangs.GROUP_LABEL: gangs.gang_of(name)})
 
 
+def large_cpu_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``templates/pod-high-priority-large-cpu.yaml``: priority 10 and 9 CPU (requests only): no node of
+    4 CPU holds it, even with every other pod preempted."""
+    container = _container(cpu="9")
+    del container["resources"]["limits"]
+    spec = {"priorityClassName": HIGH_PRIORITY_CLASS, "containers": [container]}
+    return _pod(name, namespace, scheduler, spec)
+
+
 def low_priority_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     """``templates/pod-low-priority.yaml``: no priority, 900m CPU, grace period 0. Four fill a node."""
     spec = {"terminationGracePeriodSeconds": 0, "containers": [_container(cpu="900m")]}
@@ -267,7 +308,6 @@ WORKLOADS: dict[str, Workload] = {
             },
             init_pod=default_pod,
             measured_pod=default_pod,
-            target=1.0,
         ),
         Workload(
             "SchedulingPodAntiAffinity",
@@ -342,6 +382,60 @@ WORKLOADS: dict[str, Workload] = {
             "around which plain pods are measured",
         ),
         Workload(
+            NS_SELECTOR,
+            {
+                "small": Shape(500, 40, 100, f"{NS_SELECTOR}/500Nodes", init_namespaces=10),
+                "full": Shape(5000, 4000, 1000, f"{NS_SELECTOR}/5000Nodes", init_namespaces=100),
+            },
+            init_pod=anti_affinity_ns_selector_pod,
+            measured_pod=anti_affinity_ns_selector_pod,
+            namespace_labels={"team": "devops"},
+            notes="initial pods spread over 10 (100) namespaces of 4 (40); the anti-affinity term selects "
+            "namespaces by label, not by name",
+        ),
+        Workload(
+            "Unschedulable",
+            {
+                "small": Shape(500, 10, 1000, "Unschedulable/500Nodes/10Init/1kPods"),
+                "full": Shape(5000, 100, 10000, "Unschedulable/5kNodes/100Init/10kPods"),
+            },
+            init_pod=default_pod,
+            measured_pod=default_pod,
+            priority_classes=((HIGH_PRIORITY_CLASS, 10),),
+            extras=churn.Churn((churn.pods(large_cpu_pod),), mode="create", interval=0.2),
+            raw_binder=False,
+            notes="5 pods a second that no node holds (9 CPU, priority 10: each tries preemption) arrive "
+            "while the measured pods are scheduled",
+        ),
+        Workload(
+            MIXED_CHURN,
+            {
+                "small": Shape(500, 0, 6000, f"{MIXED_CHURN}, 2 min", rate=50, lifetime=20),
+                "full": Shape(5000, 0, 60000, f"{MIXED_CHURN}/5000Nodes, 10 min", rate=100, lifetime=30),
+            },
+            init_pod=default_pod,
+            measured_pod=default_pod,
+            priority_classes=((HIGH_PRIORITY_CLASS, 10),),
+            extras=churn.Churn(
+                (churn.NODES, churn.pods(large_cpu_pod), churn.SERVICES), mode="recreate", interval=1.0
+            ),
+            raw_binder=False,
+            notes="upstream's churn (a node, an unschedulable pod and a Service made and deleted every "
+            "second) while measured pods are created at a fixed rate for 10 minutes (2 at size small) "
+            "and each is deleted 30 s (20 s) after it is bound: latency and resident memory over time",
+        ),
+        Workload(
+            "MemoryAtScale",
+            {
+                "small": Shape(500, 5000, 1000, "none upstream (SchedulingBasic, 10 bound pods a node)"),
+                "full": Shape(5000, 50000, 10000, "none upstream (SchedulingBasic, 50,000 bound pods)"),
+            },
+            init_pod=default_pod,
+            measured_pod=default_pod,
+            notes="SchedulingBasic on a cluster already holding 50,000 bound pods (5,000 at size small): "
+            "the memory a scheduler needs for a large cluster",
+        ),
+        Workload(
             "PreemptionBasic",
             {
                 "small": Shape(500, 2000, 500, "PreemptionBasic (500 nodes; upstream runs 1000Nodes)"),
@@ -365,7 +459,6 @@ WORKLOADS: dict[str, Workload] = {
                 "status": {"allocatable": {volumes.ATTACH_LIMIT_RESOURCE: str(volumes.CSI_ATTACH_LIMIT)}}
             },
             extras=volumes.CSIPersistentVolumes(),
-            target=1.0,
             notes="every pod has its own claim, pre-bound to a CSI volume (ebs.csi.aws.com, 39 per node)",
         ),
         Workload(

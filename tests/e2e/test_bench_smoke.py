@@ -47,30 +47,43 @@ def test_small_scheduling_basic_binds_every_pod_for_all_three(tmp_path: Path) ->
     assert done.returncode == 0, output
 
 
-#: the volume and DRA workloads at about upstream's integration-test sizes ("5Nodes", DRA "fast"), as
-#: nodes, initial pods, measured pods: their setup objects, kube-controller-manager, the provisioner and the
-#: after-run check, end to end, in about 20 s a run
+#: the volume, DRA and churn workloads at about upstream's integration-test sizes ("5Nodes", DRA "fast",
+#: "10Nodes"), as nodes, initial pods, measured pods (and creation rate, lifetime): their setup objects,
+#: kube-controller-manager, the provisioner, the churn and the after-run check, end to end, in about 20 s
+#: a run
 TINY = {
     "SchedulingCSIPVs": (5, 5, 10),
     "SchedulingWithResourceClaimTemplate": (2, 4, 10),
     "SchedulingWaitForFirstConsumer": (5, 5, 10),
+    "SchedulingRequiredPodAntiAffinityWithNSSelector": (10, 4, 6),
+    "Unschedulable": (5, 1, 10),
+    "SchedulingWithMixedChurn": (10, 0, 40, 10.0, 1.0),
 }
 
 
 @pytest.mark.parametrize("scheduler", ["kube-scheduler", "kopf-scheduler"])
 @pytest.mark.parametrize("name", sorted(TINY))
-def test_volume_and_dra_workloads_complete_and_pass_their_check(
-    name: str, scheduler: str, tmp_path: Path
-) -> None:
+def test_tiny_workloads_complete_and_pass_their_check(name: str, scheduler: str, tmp_path: Path) -> None:
     # `python -m pytest` from the repository root (as `make e2e`) has `bench` on sys.path
     from bench.runner import RunOptions, run_one
     from bench.workloads import WORKLOADS, Shape
 
-    workload = dataclasses.replace(WORKLOADS[name], sizes={"small": Shape(*TINY[name], upstream="tiny")})
+    nodes, init, measured, *paced = TINY[name]
+    rate, lifetime = paced or (None, None)
+    shape = Shape(nodes, init, measured, upstream="tiny", rate=rate, lifetime=lifetime)
+    shape = dataclasses.replace(shape, init_namespaces=min(2, WORKLOADS[name].shape("small").init_namespaces))
+    workload = dataclasses.replace(WORKLOADS[name], sizes={"small": shape})
     opts = RunOptions(size="small", timeout=120, results_dir=tmp_path, stamp="smoke", quiet_wait=0)
     record = run_one(workload, scheduler, opts)
     assert record["complete"], record["error"]
-    assert record["bound"] == record["pods"] == 10, record
-    assert record["check_problems"] == 0, record
+    assert record["bound"] == record["pods"] == measured, record
+    assert record.get("check_problems", 0) == 0, record
     if workload.controllers:
         assert record["controller_manager_cpu_seconds"], record
+    if name == "Unschedulable":  # the churn made pods no node holds, and they stayed pending
+        assert record["churn_created"] >= 1 and record["churn_deleted"] == 0, record
+    if name == "SchedulingWithMixedChurn":  # nodes, pods and Services made and deleted in turn
+        assert record["churn_created"] >= 3 and record["churn_deleted"] >= 3, record
+        # every measured pod deleted once its second of life was over, except the last bound
+        assert record["expired"] >= measured - rate * lifetime - 5, record
+    assert record["rss_progress"], record
