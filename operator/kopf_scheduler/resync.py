@@ -6,7 +6,8 @@ exists (its requests still counted on its node), a node that is gone, or a Servi
 spreads pods. The same gap exists between the scheduler's own start-up lists and the first lists of the
 watches. So, once a listing has been quiet for ``quiet`` seconds, the scheduler lists pods, nodes and every
 other kind it watches itself, and drops every object it holds that is neither in that list nor heard of
-since the list was asked for.
+since the list was asked for. It asks for metadata only, and keeps only names and uids of each page
+(``Client.list_metadata``): listing a large cluster while pods arrive must not pause their scheduling.
 """
 
 from __future__ import annotations

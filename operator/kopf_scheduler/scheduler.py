@@ -458,7 +458,8 @@ class Scheduler:
         framework = self.profiles.get(qp.pod.scheduler_name)
         uid = qp.pod.uid
         if framework is None or not framework.extenders or qp.pod.deletion_timestamp:
-            self._end_extender_wait(uid)
+            if self._replays or self._extender_wait is not None:  # none at all without extenders
+                self._end_extender_wait(uid)
             self.schedule_one(qp)
             return
         if self._extender_wait is not None and self._extender_wait != uid:

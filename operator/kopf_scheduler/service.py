@@ -165,7 +165,7 @@ class SchedulerService:
         self.heap = HeapSettler()
         self.heap.watch = lambda task: self.supervisor.watch(task)
         # small pages: decoding one is a short pause of the loop, not a long one
-        self.resync = Resync(self.scheduler, lambda path: self.client.list_objects(path, page_size=100))
+        self.resync = Resync(self.scheduler, self.client.list_metadata)
         self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(
             self.scheduler, self._write_pod_group_status, active=self.leading.is_set

@@ -48,6 +48,26 @@ async def test_get_and_paginated_list(control_plane: ClusterHarness, scope: Scop
         assert "schedulingprofiles.kopf-scheduler.io" in {c["metadata"]["name"] for c in crds}
 
 
+async def test_metadata_listing_gives_names_namespaces_and_uids_only(
+    control_plane: ClusterHarness, scope: Scope
+) -> None:
+    ns = scope.namespace
+    made = [control_plane.post(f"/api/v1/namespaces/{ns}/pods", pod_manifest(f"m{i}", ns)) for i in range(5)]
+    async with KubeClient.from_environment(control_plane.kubeconfig) as client:
+        listed = await client.list_metadata(f"/api/v1/namespaces/{ns}/pods", page_size=2)
+        assert client.stats.requests[("GET", 200)] >= 3  # three pages
+        nodes = await client.list_metadata("/api/v1/nodes")
+        full_nodes = await client.list_objects("/api/v1/nodes")
+    expected = sorted((p["metadata"]["name"], ns, p["metadata"]["uid"]) for p in made)
+    assert sorted(
+        (m["metadata"]["name"], m["metadata"]["namespace"], m["metadata"]["uid"]) for m in listed
+    ) == (expected)
+    assert all(set(m) == {"metadata"} and set(m["metadata"]) == {"name", "namespace", "uid"} for m in listed)
+    # cluster-scoped objects have no namespace
+    assert sorted(n["metadata"]["name"] for n in nodes) == sorted(n["metadata"]["name"] for n in full_nodes)
+    assert all("namespace" not in n["metadata"] for n in nodes)
+
+
 async def test_patch_status_of_a_scheduling_profile(control_plane: ClusterHarness, scope: Scope) -> None:
     name = scope.name("profile")
     scope.profiles.append(name)

@@ -25,6 +25,8 @@ from kopf_scheduler.k8s.stats import ClientStats
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
+#: what a metadata-only client asks for: the objects' metadata, nothing else
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 USER_AGENT = "kopf-scheduler"
@@ -160,13 +162,14 @@ class RestClient:
         content_type: str = JSON,
         timeout: float | None = None,
         params: Mapping[str, str] | None = None,
+        accept: str = JSON,
     ) -> Response:
         data = None if body is None else encode(body)
         generation = self._generation
-        response = await self._send(method, path, data, content_type, timeout, params)
+        response = await self._send(method, path, data, content_type, timeout, params, accept)
         if response.status == 401:
             await self._refresh(generation)
-            response = await self._send(method, path, data, content_type, timeout, params)
+            response = await self._send(method, path, data, content_type, timeout, params, accept)
         return response
 
     async def _send(
@@ -177,11 +180,14 @@ class RestClient:
         content_type: str,
         timeout: float | None,
         params: Mapping[str, str] | None,
+        accept: str = JSON,
     ) -> Response:
         if self._closed:
             return Response(0, error=f"{method} {path}: the API client is closed")
         info = self._info
         headers = info.auth_headers()
+        if accept != JSON:
+            headers["Accept"] = accept
         if data is not None:
             headers["Content-Type"] = content_type
         try:
@@ -235,8 +241,10 @@ class RestClient:
 
     # -- JSON helpers: raise APIError for anything but the expected statuses ------------------------
 
-    async def get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
-        response = await self.request("GET", path, params=params)
+    async def get_json(
+        self, path: str, params: Mapping[str, str] | None = None, *, accept: str = JSON
+    ) -> Any:
+        response = await self.request("GET", path, params=params, accept=accept)
         if response.status != 200:
             raise response.error_for(f"GET {path}")
         return response.json()
