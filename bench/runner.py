@@ -491,6 +491,7 @@ def _measurement_fields(result: Measurement, marks: dict[str, dict[str, float]])
         "force_deleted": result.force_deleted,
         "expired": result.expired,
         "latency_windows": latency_windows(result),
+        "latency_worst": worst_latencies(result),
         "throughput_progress": [
             [round(t - result.create_started, 2), n] for t, n in result.collector.progress
         ],
@@ -513,6 +514,20 @@ def latency_windows(result: Measurement, window: float = LATENCY_WINDOW) -> list
         stats = summarize(buckets[k])
         out.append([k * window, int(stats["count"]), round(stats["p50"], 4), round(stats["p99"], 4)])
     return out
+
+
+def worst_latencies(result: Measurement, count: int = 20) -> list[list[float]]:
+    """``[s after the first pod was seen, latency s]`` of the ``count`` slowest pods: when the pauses
+    behind the p99 happened."""
+    if not result.first_seen:
+        return []
+    origin = min(result.first_seen.values())
+    slowest = sorted(
+        ((bound - result.first_seen[n], result.first_seen[n]) for n, bound in result.bound_at.items()
+         if n in result.first_seen),
+        reverse=True,
+    )[:count]  # fmt: skip
+    return [[round(seen - origin, 3), round(latency, 4)] for latency, seen in slowest]
 
 
 class RssSampler:

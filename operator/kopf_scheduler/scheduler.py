@@ -68,6 +68,12 @@ DEFAULT_SCHEDULER_NAMES = ("default-scheduler", "kopf-scheduler")
 Explainer = Callable[[PodInfo, dict[str, Any]], None]
 
 
+def _same_version(held: Mapping[str, Any], seen: Mapping[str, Any]) -> bool:
+    """Whether ``seen`` is the very version of the object already held (same ``resourceVersion``)."""
+    version = (seen.get("metadata") or {}).get("resourceVersion")
+    return bool(version) and (held.get("metadata") or {}).get("resourceVersion") == version
+
+
 def _is_assigned(raw: Mapping[str, Any]) -> bool:
     return bool((raw.get("spec") or {}).get("nodeName"))
 
@@ -285,6 +291,9 @@ class Scheduler:
         self.update_node(node)
 
     def update_node(self, node: Mapping[str, Any]) -> None:
+        current = self.cache.node_info(str((node.get("metadata") or {}).get("name") or ""))
+        if current is not None and current.node is not None and _same_version(current.node, node):
+            return  # a re-list's copy of what is held (the watch's first list after ours): nothing changed
         try:
             old, new = self.cache.update_node(slim(node))
         except NodeParseError as e:
@@ -334,6 +343,10 @@ class Scheduler:
     def update_pod(
         self, old_raw: Mapping[str, Any] | None, raw: Mapping[str, Any], parsed: PodInfo | None = None
     ) -> None:
+        if _is_assigned(raw):
+            known = self.cache.get_pod(str((raw.get("metadata") or {}).get("uid") or ""))
+            if known is not None and _same_version(known.raw, raw) and not self.cache.is_assumed(known.uid):
+                return  # a re-list's copy of a bound pod held as it is: nothing to parse or recount
         pod = parsed if parsed is not None else self._parse(raw)
         if pod is None:
             return

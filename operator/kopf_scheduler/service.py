@@ -40,6 +40,10 @@ from kopf_scheduler.supervision import Supervisor
 log = logging.getLogger("kopf_scheduler")
 
 ENV_PREFIX = "KOPF_SCHEDULER_"
+#: the resync's listing: objects per page and seconds between pages (a page decodes in about a
+#: millisecond; 6,000 pods and 5,000 nodes take 2-3 s, spread so that pods arriving meanwhile go through)
+RESYNC_PAGE = 100
+RESYNC_PAUSE = 0.02
 
 
 def _env(name: str, default: str) -> str:
@@ -165,7 +169,10 @@ class SchedulerService:
         self.heap = HeapSettler()
         self.heap.watch = lambda task: self.supervisor.watch(task)
         # small pages: decoding one is a short pause of the loop, not a long one
-        self.resync = Resync(self.scheduler, self.client.list_metadata)
+        self.resync = Resync(
+            self.scheduler,
+            lambda path: self.client.list_metadata(path, page_size=RESYNC_PAGE, pause=RESYNC_PAUSE),
+        )
         self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(
             self.scheduler, self._write_pod_group_status, active=self.leading.is_set
@@ -241,6 +248,8 @@ class SchedulerService:
             len(pods),
             self.profiles.serving(),
         )
+        # the first snapshot copies every node: made now, not in the first pod's cycle
+        self.scheduler.cache.update_snapshot(self.scheduler.snapshot)
         self.heap.start()
         self.synced.set()
 

@@ -37,17 +37,19 @@ class NodeTable:
         self.labels_version = 0
         self._memo: dict[Any, Any] = {}
 
-    def resize(self, size: int) -> None:
+    def reorder(self, size: int, rows_to: Sequence[int], rows_from: Sequence[int]) -> None:
+        """Resizes to ``size`` rows, row ``rows_to[k]`` taking the old row ``rows_from[k]``; the other rows
+        are zero until written."""
+        to, frm = np.asarray(rows_to, dtype=np.intp), np.asarray(rows_from, dtype=np.intp)
+        for attr in (
+            "allocatable", "requested", "non_zero", "pod_count", "allowed_pods", "unschedulable",
+            "has_taints", "generation",
+        ):  # fmt: skip
+            old = getattr(self, attr)
+            new = np.zeros((size, *old.shape[1:]), dtype=old.dtype)
+            new[to] = old[frm]
+            setattr(self, attr, new)
         self.size = size
-        width = len(self.resources)
-        self.allocatable = np.zeros((size, width), dtype=np.int64)
-        self.requested = np.zeros((size, width), dtype=np.int64)
-        self.non_zero = np.zeros((size, 2), dtype=np.int64)
-        self.pod_count = np.zeros(size, dtype=np.int64)
-        self.allowed_pods = np.zeros(size, dtype=np.int64)
-        self.unschedulable = np.zeros(size, dtype=bool)
-        self.has_taints = np.zeros(size, dtype=bool)
-        self.generation = np.zeros(size, dtype=np.int64)
         self.bump_labels_version()
 
     def ensure_resource(self, name: str) -> int:

@@ -25,6 +25,10 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+#: seconds a Kopf per-object worker waits for the object's next event before it ends
+KOPF_WORKER_IDLE_TIMEOUT = 0.5
+
+
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     # Kopf would post a Kubernetes event for every handler log line; the scheduler posts its own events.
@@ -37,6 +41,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    # Kopf keeps a worker task per object until it has had no event for this long. A pod's events come
+    # within moments of each other (created, bound), so a worker kept 5 s outlives the collector's young
+    # generations and every pod's worker becomes garbage for the slow full collections (tens of ms with
+    # the event loop stopped, every few seconds at 100 pods/s); a short idle time lets it die young.
+    settings.queueing.idle_timeout = KOPF_WORKER_IDLE_TIMEOUT
     service = SchedulerService(
         memo.get("config") or ServiceConfig.from_env(), supervisor=memo.get("supervisor") or Supervisor()
     )

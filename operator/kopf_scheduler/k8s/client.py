@@ -303,14 +303,20 @@ class KubeClient:
                 return items
             params["continue"] = token
 
-    async def list_metadata(self, path: str, *, page_size: int = 500) -> builtins.list[dict[str, Any]]:
+    async def list_metadata(
+        self, path: str, *, page_size: int = 500, pause: float = 0.0
+    ) -> builtins.list[dict[str, Any]]:
         """The name, namespace and uid of every object of a collection, as ``{"metadata": {...}}``. The
         API server sends metadata only (``PartialObjectMetadataList``) and each page is cut down to those
         three before the next is asked for, so listing a large cluster leaves few objects alive: a list
-        of every pod costs the event loop short pauses and gives the garbage collector little to walk."""
+        of every pod costs the event loop short pauses and gives the garbage collector little to walk.
+        ``pause``: seconds to wait between pages, so that a background listing spreads its cost (on the
+        event loop and on the API server) instead of taking it all at once."""
         params: dict[str, str] = {"limit": str(page_size)}
         out: builtins.list[dict[str, Any]] = []
         while True:
+            if "continue" in params and pause > 0:
+                await asyncio.sleep(pause)
             data = await self.rest.get_json(path, params, accept=PARTIAL_METADATA)
             for item in data.get("items") or ():
                 meta = item.get("metadata") or {}

@@ -294,6 +294,70 @@ def test_update_snapshot_refreshes_only_changed_nodes() -> None:
     assert snapshot.get("n2") is n2  # nothing changed since
 
 
+def _table_rows(snapshot: Snapshot) -> dict[str, tuple[Any, ...]]:
+    t = snapshot.table
+    return {
+        info.name: (
+            t.allocatable[i].tolist(),
+            t.requested[i].tolist(),
+            t.non_zero[i].tolist(),
+            int(t.pod_count[i]),
+            int(t.allowed_pods[i]),
+            bool(t.unschedulable[i]),
+            bool(t.has_taints[i]),
+            int(t.generation[i]) == info.generation,  # the row is of this very copy
+        )
+        for i, info in enumerate(snapshot.node_infos)
+    }
+
+
+@pytest.mark.parametrize("change", ["add node", "remove node", "zone changes"])
+def test_nodes_coming_and_going_reuse_the_unchanged_nodes_copies(change: str) -> None:
+    cache = Cache(VirtualClock())
+    for i in range(6):
+        cache.add_node(_node(f"n{i}", **{"topology.kubernetes.io/zone": f"z{i % 2}"}))
+    cache.add_pod(_pod("a", node="n1"))
+    snapshot = Snapshot()
+    cache.update_snapshot(snapshot)
+    before = {n.name: n for n in snapshot.node_infos}
+    version = snapshot.table.labels_version
+
+    cache.assume_pod(_pod("b", node="n4"))  # changed in the same round: must be copied again
+    if change == "add node":
+        cache.add_node(_node("n6", **{"topology.kubernetes.io/zone": "z0"}))
+    elif change == "remove node":
+        cache.remove_node("n2")
+    else:
+        cache.update_node(_node("n3", **{"topology.kubernetes.io/zone": "z0"}))
+    cache.update_snapshot(snapshot)
+
+    fresh = Snapshot()
+    Cache.update_snapshot(_replica(cache), fresh)
+    assert all(snapshot.index_of(info.name) == i for i, info in enumerate(snapshot.node_infos))
+    assert _table_rows(snapshot) == _table_rows(fresh)  # rows moved with their nodes
+    assert snapshot.table.labels_version > version  # nodes came or went: per-label memos start over
+    changed = {"n4", "n3"} if change == "zone changes" else {"n4"}
+    for info in snapshot.node_infos:
+        if info.name in before and info.name not in changed:
+            assert info is before[info.name], info.name
+        else:
+            assert info is not before.get(info.name), info.name
+    n4 = snapshot.get("n4")
+    assert n4 is not None and n4.requested == {"cpu": 500}
+
+
+def _replica(cache: Cache) -> Cache:
+    """A cache holding the same nodes and pods, never snapshotted."""
+    copy = Cache(VirtualClock())
+    for name in cache.node_names():
+        info = cache.node_info(name)
+        assert info is not None and info.node is not None
+        copy.add_node(info.node)
+    for pod in cache.pods():
+        copy.add_pod(pod)
+    return copy
+
+
 @pytest.mark.parametrize(
     ("change", "bumps"),
     [

@@ -3,6 +3,7 @@ profile serves (yet)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from recording_client import RecordingClient
@@ -180,3 +181,33 @@ async def test_watch_intake_that_is_ready_runs_before_the_next_cycle() -> None:
     await loop
     assert client.bound == [("default/second", "n2")]
     assert client.failures and client.failures[0][0] == "default/first"
+
+
+async def test_a_relisted_copy_of_a_held_node_or_bound_pod_changes_nothing() -> None:
+    """The watch's own first list (and any re-list) repeats what the scheduler's start-up list gave it:
+    the same resourceVersions. Nothing is recounted, so the next snapshot copies no node again; a new
+    version is taken in full."""
+    scheduler, _client = _scheduler()
+    node = make_node().name("n2").capacity(cpu="4").obj()
+    node["metadata"]["resourceVersion"] = "7"
+    pod = make_pod().name("running").uid("u1").req(cpu="1").node("n2").obj()
+    pod["metadata"]["resourceVersion"] = "8"
+    scheduler.add_node(node)
+    scheduler.add_pod(pod)
+    scheduler.cache.update_snapshot(scheduler.snapshot)
+    before = scheduler.snapshot.get("n2")
+    held = scheduler.cache.get_pod("u1")
+
+    scheduler.add_node(copy.deepcopy(node))
+    scheduler.update_pod(None, copy.deepcopy(pod))
+    scheduler.cache.update_snapshot(scheduler.snapshot)
+    assert scheduler.snapshot.get("n2") is before
+    assert scheduler.cache.get_pod("u1") is held
+
+    newer = copy.deepcopy(pod)
+    newer["metadata"]["resourceVersion"] = "9"
+    newer["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    scheduler.update_pod(None, newer)
+    scheduler.cache.update_snapshot(scheduler.snapshot)
+    after = scheduler.snapshot.get("n2")
+    assert after is not before and after is not None and after.requested["cpu"] == 2000

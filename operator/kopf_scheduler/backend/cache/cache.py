@@ -213,9 +213,15 @@ class Cache:
 
     # -- snapshot --------------------------------------------------------------------------------------
     def update_snapshot(self, snapshot: Snapshot) -> None:
-        """Brings ``snapshot`` up to date, cloning only the nodes changed since the last call."""
+        """Brings ``snapshot`` up to date, cloning only the nodes changed since the last call. When nodes
+        came or went the node order changes, but the unchanged nodes' copies (and their table rows) are
+        reused: a node added to a large cluster costs one clone, not one per node."""
         if self._structure_changed:
-            snapshot.rebuild([self._nodes[name].clone() for name in self._tree.ordered()])
+            infos = []
+            for name in self._tree.ordered():
+                kept = None if name in self._dirty else snapshot.get(name)
+                infos.append(kept if kept is not None else self._nodes[name].clone())
+            snapshot.rebuild(infos)
             snapshot.table.bump_labels_version()
         else:
             for name in self._dirty:

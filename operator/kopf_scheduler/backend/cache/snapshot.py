@@ -47,11 +47,21 @@ class Snapshot:
 
     # -- maintained by the cache -----------------------------------------------------------------------
     def rebuild(self, infos: list[NodeInfo]) -> None:
+        """The snapshot becomes ``infos``, in that order. A node whose copy is the very one the snapshot
+        holds keeps its table row (moved to its new place); the others' rows are written."""
+        moved_to, moved_from, fresh = [], [], []
+        for i, info in enumerate(infos):
+            j = self._index.get(info.name)
+            if j is not None and self.node_infos[j] is info:
+                moved_to.append(i)
+                moved_from.append(j)
+            else:
+                fresh.append(i)
         self.node_infos = infos
         self._index = {info.name: i for i, info in enumerate(infos)}
-        self.table.resize(len(infos))
-        for i, info in enumerate(infos):
-            self.table.set_row(i, info, labels_changed=False)
+        self.table.reorder(len(infos), moved_to, moved_from)
+        for i in fresh:
+            self.table.set_row(i, infos[i], labels_changed=False)
         self._with_affinity = {i.name: i for i in infos if i.pods_with_affinity}
         self._with_anti_affinity = {i.name: i for i in infos if i.pods_with_required_anti_affinity}
         self._image_counts = None
