@@ -236,18 +236,19 @@ class SchedulerService:
         for kind in self.scheduler.objects.kinds:
             for obj in await self._list_kind(kind):
                 self.scheduler.update_object(kind, obj)
-        nodes = await self.client.list_objects("/api/v1/nodes")
-        for node in nodes:
-            self.scheduler.add_node(node)
-        pods = await self.client.list_objects("/api/v1/pods")
-        for pod in pods:
-            self.scheduler.add_pod(pod)
-        log.info(
-            "initial lists: %d nodes, %d pods, profiles serving %s",
-            len(nodes),
-            len(pods),
-            self.profiles.serving(),
-        )
+        # a page at a time: the scheduler keeps pods and nodes without their managed fields, so the
+        # lists as sent (most of their size) are never all held at once
+        nodes = pods = 0
+        async for page in self.client.list_pages("/api/v1/nodes"):
+            for node in page:
+                self.scheduler.add_node(node)
+            nodes += len(page)
+        async for page in self.client.list_pages("/api/v1/pods"):
+            for pod in page:
+                self.scheduler.add_pod(pod)
+            pods += len(page)
+        serving = self.profiles.serving()
+        log.info("initial lists: %d nodes, %d pods, profiles serving %s", nodes, pods, serving)
         # the first snapshot copies every node: made now, not in the first pod's cycle
         self.scheduler.cache.update_snapshot(self.scheduler.snapshot)
         self.heap.start()

@@ -27,6 +27,8 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 #: seconds a Kopf per-object worker waits for the object's next event before it ends
 KOPF_WORKER_IDLE_TIMEOUT = 0.5
+#: objects per page of Kopf's own lists
+KOPF_LIST_CHUNK = 500
 
 
 @kopf.on.startup()
@@ -46,6 +48,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # generations and every pod's worker becomes garbage for the slow full collections (tens of ms with
     # the event loop stopped, every few seconds at 100 pods/s); a short idle time lets it die young.
     settings.queueing.idle_timeout = KOPF_WORKER_IDLE_TIMEOUT
+    # Kopf lists every watched kind in one request unless told otherwise: 50,000 pods as one response
+    # would be held whole (the bytes, then the decoded objects) beside the scheduler's own copies.
+    settings.watching.chunk_size = KOPF_LIST_CHUNK
     service = SchedulerService(
         memo.get("config") or ServiceConfig.from_env(), supervisor=memo.get("supervisor") or Supervisor()
     )

@@ -17,7 +17,7 @@ import builtins
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -283,24 +283,42 @@ class KubeClient:
         page_size: int = 500,
     ) -> builtins.list[dict[str, Any]]:
         """``list`` by collection path (``/api/v1/pods``, ``/apis/group/version/plural``)."""
+        items: builtins.list[dict[str, Any]] = []
+        async for page in self.list_pages(
+            path, label_selector=label_selector, field_selector=field_selector, page_size=page_size
+        ):
+            items.extend(page)
+        return items
+
+    async def list_pages(
+        self,
+        path: str,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[builtins.list[dict[str, Any]]]:
+        """``list_objects`` a page at a time: a caller that keeps only what it needs of each object never
+        holds the whole collection as the API server sent it (50,000 pods with their managed fields)."""
         self._loop = asyncio.get_running_loop()
         params: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
             params["labelSelector"] = label_selector
         if field_selector:
             params["fieldSelector"] = field_selector
-        items: builtins.list[dict[str, Any]] = []
         while True:
             data = await self.rest.get_json(path, params)
             api_version = str(data.get("apiVersion") or "")
             kind = str(data.get("kind") or "").removesuffix("List")
-            for item in data.get("items") or ():
+            items: builtins.list[dict[str, Any]] = data.get("items") or []
+            for item in items:
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
-                items.append(item)
             token = (data.get("metadata") or {}).get("continue")
+            del data
+            yield items
             if not token:
-                return items
+                return
             params["continue"] = token
 
     async def list_metadata(
