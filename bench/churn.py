@@ -27,11 +27,10 @@ from typing import Any
 import aiohttp
 
 from bench.apimetrics import Key
-from bench.objects import Companion, Extras, Setup
+from bench.objects import RETRIABLE, Companion, Extras, Setup
 from kopf_scheduler.devcluster import ApiClient
 
 NAMESPACE = "churn"
-RETRIABLE = (0, 429, 500, 502, 503, 504)
 
 #: (object name, namespace, schedulerName) -> the object
 Builder = Callable[[str, str, str], dict[str, Any]]

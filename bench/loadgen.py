@@ -34,10 +34,9 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from bench.apimetrics import Key
+from bench.objects import RETRIABLE
 from bench.sampling import SAMPLE_INTERVAL, ThroughputCollector
 from kopf_scheduler.devcluster import ApiClient
-
-RETRIABLE = (0, 429, 500, 502, 503, 504)
 
 
 @dataclass

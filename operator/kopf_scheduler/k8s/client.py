@@ -42,6 +42,7 @@ from kopf_scheduler.k8s.fence import FencedRest
 from kopf_scheduler.k8s.pod_status import PodStatusWriter
 from kopf_scheduler.k8s.rest import (
     DEFAULT_TIMEOUT,
+    JSON,
     MERGE_PATCH,
     PARTIAL_METADATA,
     STRATEGIC_MERGE_PATCH,
@@ -297,9 +298,14 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = 500,
+        accept: str = JSON,
+        pause: float = 0.0,
     ) -> AsyncIterator[builtins.list[dict[str, Any]]]:
         """``list_objects`` a page at a time: a caller that keeps only what it needs of each object never
-        holds the whole collection as the API server sent it (50,000 pods with their managed fields)."""
+        holds the whole collection as the API server sent it (50,000 pods with their managed fields).
+        ``accept``: the representation asked for (``PARTIAL_METADATA``: metadata only); ``pause``: seconds
+        to wait between pages, so that a background listing spreads its cost (on the event loop and on the
+        API server) instead of taking it all at once."""
         self._loop = asyncio.get_running_loop()
         params: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
@@ -307,7 +313,9 @@ class KubeClient:
         if field_selector:
             params["fieldSelector"] = field_selector
         while True:
-            data = await self.rest.get_json(path, params)
+            if "continue" in params and pause > 0:
+                await asyncio.sleep(pause)
+            data = await self.rest.get_json(path, params, accept=accept)
             api_version = str(data.get("apiVersion") or "")
             kind = str(data.get("kind") or "").removesuffix("List")
             items: builtins.list[dict[str, Any]] = data.get("items") or []
@@ -328,21 +336,13 @@ class KubeClient:
         API server sends metadata only (``PartialObjectMetadataList``) and each page is cut down to those
         three before the next is asked for, so listing a large cluster leaves few objects alive: a list
         of every pod costs the event loop short pauses and gives the garbage collector little to walk.
-        ``pause``: seconds to wait between pages, so that a background listing spreads its cost (on the
-        event loop and on the API server) instead of taking it all at once."""
-        params: dict[str, str] = {"limit": str(page_size)}
+        ``pause`` as for ``list_pages``."""
         out: builtins.list[dict[str, Any]] = []
-        while True:
-            if "continue" in params and pause > 0:
-                await asyncio.sleep(pause)
-            data = await self.rest.get_json(path, params, accept=PARTIAL_METADATA)
-            for item in data.get("items") or ():
+        async for page in self.list_pages(path, page_size=page_size, accept=PARTIAL_METADATA, pause=pause):
+            for item in page:
                 meta = item.get("metadata") or {}
                 out.append({"metadata": {k: meta[k] for k in METADATA_KEYS if k in meta}})
-            token = (data.get("metadata") or {}).get("continue")
-            if not token:
-                return out
-            params["continue"] = token
+        return out
 
     async def patch_status(
         self,
