@@ -43,7 +43,7 @@ class FakeAPI(RestClient):
         self.bind_gate = asyncio.Event()
         self.log: list[str] = []
 
-    async def get_json(self, path: str, params: Any = None) -> Any:
+    async def get_json(self, path: str, params: Any = None, *, accept: str = "") -> Any:  # as RestClient
         return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": self.objects.get(path, [])}
 
     async def close(self) -> None:
