@@ -11,7 +11,7 @@ from kopf_scheduler.framework.clock import Clock
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.extenders import HTTPExtender
-from kopf_scheduler.framework.interface import SnapshotLister
+from kopf_scheduler.framework.interface import PreFilterExtensions, SnapshotLister
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import ClusterListers
 from kopf_scheduler.framework.objects.podgroups import GroupMembers
@@ -85,6 +85,10 @@ class Handle(Protocol):
         """The profile's scheduler extenders, in calling order (preemption asks their preempt verb)."""
 
     # -- simulating pods on a node (preemption) --------------------------------------------------------
+    def pre_filter_extensions(self, state: CycleState) -> Sequence[tuple[str, PreFilterExtensions]]:
+        """The pre-filter extensions the cycle of ``state`` runs (name, extensions): none means that pods
+        added to or removed from a node change nothing in ``state``."""
+
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
     ) -> None: ...

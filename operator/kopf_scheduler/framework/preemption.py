@@ -329,8 +329,9 @@ def _nodes_with_code(nodes: Sequence[NodeInfo], statuses: NodeStatusMap, code: C
     """The nodes whose verdict has ``code``, in snapshot order; nodes without a verdict have the map's
     ``absent`` status, when it has one (upstream's ``NodesForStatusCode``)."""
     absent: Status | None = getattr(statuses, "absent", None)
+    verdicts = dict(statuses.items())
     if absent is not None and absent.code == code:
-        known = dict(statuses.items())
-        return [n for n in nodes if known.get(n.name, absent).code == code]
-    names = {name for name, status in statuses.items() if status.code == code}
-    return [n for n in nodes if n.name in names] if names else []
+        return [n for n in nodes if verdicts.get(n.name, absent).code == code]
+    if not verdicts:
+        return []
+    return [n for n in nodes if (status := verdicts.get(n.name)) is not None and status.code == code]

@@ -18,7 +18,7 @@ import numpy as np
 
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
-from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget, DisruptionBudgets
 from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.events import Action, ClusterEvent, HintFn, Resource
@@ -41,6 +41,7 @@ from kopf_scheduler.framework.interface import (
     PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
+    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -172,6 +173,19 @@ class NodeStatuses:
         return len(self) + self.absent_count
 
 
+#: the filter chain of a cycle: (the profile's filters, how many it skips, the plugins left)
+_CHAIN_KEY: StateKey[tuple[list[FilterPlugin], int, tuple[FilterPlugin, ...]]] = StateKey(
+    "framework/filterChain"
+)
+
+
+def _with_pods(node: NodeInfo, pods: list[PodInfo]) -> NodeInfo:
+    copy = node.clone()
+    for pod in pods:
+        copy.add_pod(pod)
+    return copy
+
+
 def _rejected_groups(
     candidates: np.ndarray,
     rejected_by: np.ndarray,
@@ -246,6 +260,14 @@ class Framework:
     group_members: GroupMembers = field(default_factory=NoMembers)
     #: moves pods waiting in the queue to its active heap (set by the scheduler; without one, a no-op)
     activate_pods: Callable[[Iterable[PodInfo]], None] = field(default=lambda pods: None)
+    #: snapshot nodes with their nominated pods added, by node name (``_with_nominated``)
+    _nominated_copies: dict[str, tuple[int, list[PodInfo], NodeInfo]] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    #: ``pre_filter`` and its plugins' extensions, (name, extensions), kept while the list is the same
+    _extended: tuple[list[PreFilterPlugin], list[tuple[str, PreFilterExtensions]]] | None = field(
+        default=None, init=False, repr=False
+    )
 
     # -- Handle ----------------------------------------------------------------------------------------
     def snapshot(self) -> SnapshotLister:
@@ -328,33 +350,41 @@ class Framework:
                     return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,)), with_nodes
         return result, rejected, with_nodes
 
+    def pre_filter_extensions(self, state: CycleState) -> list[tuple[str, PreFilterExtensions]]:
+        """The pre-filter extensions this cycle runs: those of plugins whose pre-filter did not skip."""
+        plugins = self.pre_filter
+        held = self._extended
+        if held is None or held[0] is not plugins:  # on preemption's hot path: looked up once per list
+            extended = [(p.name, ext) for p in plugins if (ext := p.pre_filter_extensions()) is not None]
+            held = self._extended = (plugins, extended)
+        skip = state.skip_filter_plugins
+        return [(name, ext) for name, ext in held[1] if name not in skip]
+
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
     ) -> None:
-        for plugin in self.pre_filter:
-            ext = plugin.pre_filter_extensions()
-            if ext is None or plugin.name in state.skip_filter_plugins:
-                continue
+        for name, ext in self.pre_filter_extensions(state):
             status = ext.add_pod(state, pod, to_add, node)
             if status is not None and not status.is_success:
-                raise RuntimeError(f'running AddPod on PreFilter plugin "{plugin.name}": {status.message()}')
+                raise RuntimeError(f'running AddPod on PreFilter plugin "{name}": {status.message()}')
 
     def run_pre_filter_remove_pod(
         self, state: CycleState, pod: PodInfo, to_remove: PodInfo, node: NodeInfo
     ) -> None:
-        for plugin in self.pre_filter:
-            ext = plugin.pre_filter_extensions()
-            if ext is None or plugin.name in state.skip_filter_plugins:
-                continue
+        for name, ext in self.pre_filter_extensions(state):
             status = ext.remove_pod(state, pod, to_remove, node)
             if status is not None and not status.is_success:
-                raise RuntimeError(
-                    f'running RemovePod on PreFilter plugin "{plugin.name}": {status.message()}'
-                )
+                raise RuntimeError(f'running RemovePod on PreFilter plugin "{name}": {status.message()}')
 
     def run_filter_chain(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """The per-node filter chain: the first plugin that rejects decides the node's status."""
-        return self.run_filters(self.filter, state, pod, node, state.skip_filter_plugins)
+        skip = state.skip_filter_plugins
+        held = state.get(_CHAIN_KEY)
+        if held is None or held[0] is not self.filter or held[1] != len(skip):
+            # preemption runs the chain thousands of times a cycle: the plugins left are listed once
+            held = (self.filter, len(skip), tuple(p for p in self.filter if p.name not in skip))
+            state.write(_CHAIN_KEY, held)
+        return self.run_filters(held[2], state, pod, node)
 
     @staticmethod
     def run_filters(
@@ -383,28 +413,54 @@ class Framework:
         pod: PodInfo,
         node: NodeInfo,
         without: Sequence[FilterPlugin] | None = None,
+        *,
+        shared: bool = False,
     ) -> Status | None:
         """Filters as if nominated pods of equal or higher priority were already on the node: the pod must
         fit with them and without them (upstream's ``RunFilterPluginsWithNominatedPods``). ``without``:
         the filters still to run for the pass without them, when the caller knows the others pass there
-        (the vectorised filters that kept the node); the whole chain when None."""
-        nominated = [
-            p
-            for p in self.nominator.nominated_pods_for_node(node.name)
-            if p.uid != pod.uid and p.priority >= pod.priority
-        ]
+        (the vectorised filters that kept the node); the whole chain when None.
+
+        When no pre-filter extension runs for this pod, adding the nominated pods leaves the cycle state
+        as it is, so the pass with them reads ``state`` itself and a copy of the node with them added;
+        ``shared``: ``node`` is the snapshot's, whose copy is kept for the next pod while neither the node
+        nor its nominated pods change (filtering every pod against every nominated node otherwise copies
+        each of those nodes once per pod)."""
+        on_node = self.nominator.nominated_pods_for_node(node.name)
+        nominated = (
+            [p for p in on_node if p.uid != pod.uid and p.priority >= pod.priority] if on_node else on_node
+        )
         if nominated:
-            state_with = state.clone()
-            node_with = node.clone()
-            for other in nominated:
-                node_with.add_pod(other)
-                self.run_pre_filter_add_pod(state_with, pod, other, node_with)
+            extensions = self.pre_filter_extensions(state)
+            if extensions:
+                state_with = state.clone()
+                node_with = node.clone()
+                for other in nominated:
+                    node_with.add_pod(other)
+                    self.run_pre_filter_add_pod(state_with, pod, other, node_with)
+            else:
+                state_with = state
+                node_with = self._with_nominated(node, nominated) if shared else _with_pods(node, nominated)
             status = self.run_filter_chain(state_with, pod, node_with)
             if status is not None:
                 return status
         if without is not None:
             return self.run_filters(without, state, pod, node)
         return self.run_filter_chain(state, pod, node)
+
+    def _with_nominated(self, node: NodeInfo, nominated: list[PodInfo]) -> NodeInfo:
+        """The snapshot's ``node`` with ``nominated`` added, made once per node generation and nominated
+        set (same pods, same order, same objects)."""
+        cache = self._nominated_copies
+        held = cache.get(node.name)
+        if held is not None:
+            generation, pods, copy = held
+            same = generation == node.generation and len(pods) == len(nominated)
+            if same and all(a is b for a, b in zip(pods, nominated, strict=True)):
+                return copy
+        copy = _with_pods(node, nominated)
+        cache[node.name] = (node.generation, nominated, copy)
+        return copy
 
     def find_feasible(
         self,
@@ -426,6 +482,8 @@ class Framework:
         """
         statuses = NodeStatuses(self, state, pod, snapshot)
         filters = [p for p in self.filter if p.name not in state.skip_filter_plugins]
+        if len(self._nominated_copies) > len(snapshot.node_infos) + 64:  # names of nodes gone since
+            self._nominated_copies.clear()
         found: list[np.ndarray] = []
         wanted, start, total = num_to_find, 0, len(candidates)
         step = max(num_to_find + num_to_find // 2, MIN_FILTER_CHUNK)
@@ -524,9 +582,9 @@ class Framework:
                 rejected_by[pos] = -1
             elif node.name in nominated_nodes and (erred is None or not erred[pos]):
                 # kept by the vectorised filters: without the nominated pods only the others can fail
-                status = self.run_filter_with_nominated_pods(state, pod, node, scalar)
+                status = self.run_filter_with_nominated_pods(state, pod, node, scalar, shared=True)
             elif node.name in nominated_nodes:
-                status = self.run_filter_with_nominated_pods(state, pod, node)
+                status = self.run_filter_with_nominated_pods(state, pod, node, shared=True)
             elif erred is not None and erred[pos]:  # the whole chain: an earlier filter may reject first
                 status = self.run_filter_chain(state, pod, node)
             else:

@@ -8,7 +8,7 @@ before the others, and each that still lets the preemptor fit is reprieved; the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
@@ -66,6 +66,10 @@ def filter_pods_with_pdb_violation(
     return violating, others
 
 
+def _unfollowed(state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> None:
+    return None
+
+
 def select_victims_on_node(
     handle: Handle,
     state: CycleState,
@@ -82,9 +86,12 @@ def select_victims_on_node(
     if not potential:
         return [], 0, unresolvable(NO_VICTIMS)
     # looked up once: the handle forwards every attribute access to the framework
-    removed = handle.run_pre_filter_remove_pod
-    added = handle.run_pre_filter_add_pod
     fits = handle.run_filter_with_nominated_pods
+    removed: Callable[[CycleState, PodInfo, PodInfo, NodeInfo], None] = _unfollowed
+    added: Callable[[CycleState, PodInfo, PodInfo, NodeInfo], None] = _unfollowed
+    if handle.pre_filter_extensions(state):  # else no plugin follows pods coming and going for this pod
+        removed = handle.run_pre_filter_remove_pod
+        added = handle.run_pre_filter_add_pod
     try:
         for victim in potential:
             node.remove_pod(victim)

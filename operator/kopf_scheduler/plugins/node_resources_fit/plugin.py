@@ -47,6 +47,21 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
+#: the filter's rejections, one object per (code, reasons): preemption's dry run asks the same questions
+#: of many nodes, and a status costs more to make than to look up
+_REJECTIONS: dict[tuple[Code, tuple[str, ...]], Status] = {}
+_MAX_REJECTIONS = 256
+
+
+def _rejection(code: Code, reasons: tuple[str, ...]) -> Status:
+    found = _REJECTIONS.get((code, reasons))
+    if found is None:
+        found = Status(code, reasons)
+        if len(_REJECTIONS) < _MAX_REJECTIONS:
+            _REJECTIONS[code, reasons] = found
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class _Request:
     """The requests filter checks: positive, and not ignored by the plugin's arguments."""
@@ -112,7 +127,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         if not reasons:
             return None
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return Status(code, tuple(reasons))
+        return _rejection(code, tuple(reasons))
 
     def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         ok = table.pod_count[rows] + 1 <= table.allowed_pods[rows]
