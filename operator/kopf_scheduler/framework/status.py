@@ -52,6 +52,9 @@ class Status:
     plugin: str = ""
     #: the exception behind an ``ERROR`` status, when there is one (e.g. an ``APIError`` from binding).
     cause: BaseException | None = field(default=None, compare=False, repr=False)
+    #: the copy ``with_plugin`` made last: a plugin that returns one status object for many nodes has it
+    #: named once, not once per node (preemption's dry run asks thousands of nodes per pod)
+    _named: Status | None = field(default=None, compare=False, repr=False, init=False)
 
     def message(self) -> str:
         return ", ".join(self.reasons)
@@ -65,8 +68,14 @@ class Status:
         return self.code is _SUCCESS
 
     def with_plugin(self, plugin: str) -> Status:
-        # a direct construction: dataclasses.replace costs several times more, and this is on hot paths
-        return self if self.plugin else Status(self.code, self.reasons, plugin, self.cause)
+        if self.plugin:
+            return self
+        named = self._named
+        if named is None or named.plugin != plugin:
+            # a direct construction: dataclasses.replace costs several times more, and this is on hot paths
+            named = Status(self.code, self.reasons, plugin, self.cause)
+            object.__setattr__(self, "_named", named)
+        return named
 
     def as_dict(self) -> dict[str, object]:
         return {"code": self.code.label, "plugin": self.plugin, "reasons": list(self.reasons)}

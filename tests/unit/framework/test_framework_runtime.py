@@ -301,6 +301,35 @@ def test_filter_with_nominated_pods(priority: int, fits: bool) -> None:
     assert snapshot.get("n0").requested == {}  # type: ignore[union-attr]  # the simulation left the node alone
 
 
+def test_each_pod_sees_a_nominated_node_as_it_is_now() -> None:
+    """The copy of a node with its nominees is kept for the next pod, never past a change of either."""
+    snapshot = _snapshot(["n0"], cpu="1")
+    framework = _framework(filter=[NodeResourcesFit(FitArgs())])
+    nominee = _pod("nominee", priority=10, cpu="600m")
+    framework.nominator = nominator = Nominator({"n0": [nominee]})
+
+    def fits() -> bool:
+        pod = _pod(priority=10, cpu="300m")
+        return len(_find(framework, snapshot, [0], 1, pod=pod, nominated=frozenset({"n0"})).feasible) == 1
+
+    assert fits() and fits()  # 600m + 300m of 1 CPU, twice
+    nominator.pods["n0"] = [nominee, _pod("second", priority=10, cpu="200m")]
+    assert not fits()  # a second nominee
+    nominator.pods["n0"] = [nominee]
+    assert fits()
+    nominator.pods["n0"] = [_pod("nominee", priority=10, cpu="800m")]
+    assert not fits()  # the nominee updated: a new object, larger
+    nominator.pods["n0"] = [nominee]
+    assert fits()
+    bound = _pod("bound", cpu="200m")
+    node = snapshot.get("n0")
+    assert node is not None
+    node.add_pod(bound)  # the node changed: a new generation
+    assert not fits()
+    node.remove_pod(bound)
+    assert fits()
+
+
 # -- pre-filter -----------------------------------------------------------------------------------------
 class Pre(PreFilterPlugin):
     """A pre-filter plugin that records that it ran."""

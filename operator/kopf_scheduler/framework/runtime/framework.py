@@ -126,6 +126,8 @@ class NodeStatuses:
     error: Status | None = None
 
     def _resolve(self) -> None:
+        if not self.pending:
+            return
         pending, self.pending = self.pending, []
         for group in pending:
             self._resolve_group(group)
@@ -138,7 +140,6 @@ class NodeStatuses:
             verdicts = plugin.filter_statuses(state, pod, self.snapshot.table, group.rows)  # type: ignore[attr-defined]
         except Exception as e:
             verdicts = [_call_error(plugin, "Filter", e)] * len(rows)
-        tagged: dict[Status, Status] = {}
         run_chain = self.framework.run_filters
         for i, row in enumerate(rows):
             node = infos[row]
@@ -146,9 +147,7 @@ class NodeStatuses:
             if status is None and verdicts is None:
                 status = run_chain((plugin,), state, pod, node)
             elif status is None and (found := verdicts[i]) is not None:
-                status = tagged.get(found)
-                if status is None:  # one tagged status per distinct verdict, shared by its nodes
-                    status = tagged[found] = found.with_plugin(plugin.name)
+                status = found.with_plugin(plugin.name)  # made once per distinct verdict object
             if status is None:  # a vector form disagreed with its per-node form: a plugin bug
                 status = error(f"vectorised filter {plugin.name!r} rejected a node its filter accepts")
             self.known[node.name] = status
@@ -176,6 +175,12 @@ class NodeStatuses:
 #: the filter chain of a cycle: (the profile's filters, how many it skips, the plugins left)
 _CHAIN_KEY: StateKey[tuple[list[FilterPlugin], int, tuple[FilterPlugin, ...]]] = StateKey(
     "framework/filterChain"
+)
+
+
+#: the pre-filter extensions of a cycle: (the profile's pre-filters, how many it skips, the extensions run)
+_EXTENSIONS_KEY: StateKey[tuple[list[PreFilterPlugin], int, list[tuple[str, PreFilterExtensions]]]] = (
+    StateKey("framework/preFilterExtensions")
 )
 
 
@@ -264,10 +269,6 @@ class Framework:
     _nominated_copies: dict[str, tuple[int, list[PodInfo], NodeInfo]] = field(
         default_factory=dict, init=False, repr=False
     )
-    #: ``pre_filter`` and its plugins' extensions, (name, extensions), kept while the list is the same
-    _extended: tuple[list[PreFilterPlugin], list[tuple[str, PreFilterExtensions]]] | None = field(
-        default=None, init=False, repr=False
-    )
 
     # -- Handle ----------------------------------------------------------------------------------------
     def snapshot(self) -> SnapshotLister:
@@ -352,13 +353,18 @@ class Framework:
 
     def pre_filter_extensions(self, state: CycleState) -> list[tuple[str, PreFilterExtensions]]:
         """The pre-filter extensions this cycle runs: those of plugins whose pre-filter did not skip."""
-        plugins = self.pre_filter
-        held = self._extended
-        if held is None or held[0] is not plugins:  # on preemption's hot path: looked up once per list
-            extended = [(p.name, ext) for p in plugins if (ext := p.pre_filter_extensions()) is not None]
-            held = self._extended = (plugins, extended)
         skip = state.skip_filter_plugins
-        return [(name, ext) for name, ext in held[1] if name not in skip]
+        held = state.get(_EXTENSIONS_KEY)
+        if held is None or held[0] is not self.pre_filter or held[1] != len(skip):
+            # on preemption's hot path: listed once per cycle
+            active = [
+                (plugin.name, ext)
+                for plugin in self.pre_filter
+                if plugin.name not in skip and (ext := plugin.pre_filter_extensions()) is not None
+            ]
+            held = (self.pre_filter, len(skip), active)
+            state.write(_EXTENSIONS_KEY, held)
+        return held[2]
 
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
@@ -455,8 +461,7 @@ class Framework:
         held = cache.get(node.name)
         if held is not None:
             generation, pods, copy = held
-            same = generation == node.generation and len(pods) == len(nominated)
-            if same and all(a is b for a, b in zip(pods, nominated, strict=True)):
+            if generation == node.generation and pods == nominated:  # PodInfo compares by identity
                 return copy
         copy = _with_pods(node, nominated)
         cache[node.name] = (node.generation, nominated, copy)
