@@ -172,12 +172,42 @@ class NodeStatuses:
         return len(self) + self.absent_count
 
 
+L = TypeVar("L")
+
+
+def _per_cycle(
+    state: CycleState,
+    key: StateKey[tuple[list[P], int, L]],
+    plugins: list[P],
+    build: Callable[[list[P], set[str]], L],
+) -> L:
+    """What ``build`` derives from a profile's ``plugins`` and the plugins this cycle's pre-filter skipped,
+    made once per cycle and kept in ``state`` under ``key`` (preemption asks for it thousands of times a
+    cycle); made again if the profile's list or the skipped set has changed since."""
+    skip = state.skip_filter_plugins
+    held = state.get(key)
+    if held is None or held[0] is not plugins or held[1] != len(skip):
+        held = (plugins, len(skip), build(plugins, skip))
+        state.write(key, held)
+    return held[2]
+
+
+def _unskipped(plugins: list[FilterPlugin], skip: set[str]) -> tuple[FilterPlugin, ...]:
+    return tuple(p for p in plugins if p.name not in skip)
+
+
+def _extensions(plugins: list[PreFilterPlugin], skip: set[str]) -> list[tuple[str, PreFilterExtensions]]:
+    return [
+        (p.name, ext)
+        for p in plugins
+        if p.name not in skip and (ext := p.pre_filter_extensions()) is not None
+    ]
+
+
 #: the filter chain of a cycle: (the profile's filters, how many it skips, the plugins left)
 _CHAIN_KEY: StateKey[tuple[list[FilterPlugin], int, tuple[FilterPlugin, ...]]] = StateKey(
     "framework/filterChain"
 )
-
-
 #: the pre-filter extensions of a cycle: (the profile's pre-filters, how many it skips, the extensions run)
 _EXTENSIONS_KEY: StateKey[tuple[list[PreFilterPlugin], int, list[tuple[str, PreFilterExtensions]]]] = (
     StateKey("framework/preFilterExtensions")
@@ -353,18 +383,7 @@ class Framework:
 
     def pre_filter_extensions(self, state: CycleState) -> list[tuple[str, PreFilterExtensions]]:
         """The pre-filter extensions this cycle runs: those of plugins whose pre-filter did not skip."""
-        skip = state.skip_filter_plugins
-        held = state.get(_EXTENSIONS_KEY)
-        if held is None or held[0] is not self.pre_filter or held[1] != len(skip):
-            # on preemption's hot path: listed once per cycle
-            active = [
-                (plugin.name, ext)
-                for plugin in self.pre_filter
-                if plugin.name not in skip and (ext := plugin.pre_filter_extensions()) is not None
-            ]
-            held = (self.pre_filter, len(skip), active)
-            state.write(_EXTENSIONS_KEY, held)
-        return held[2]
+        return _per_cycle(state, _EXTENSIONS_KEY, self.pre_filter, _extensions)
 
     def run_pre_filter_add_pod(
         self, state: CycleState, pod: PodInfo, to_add: PodInfo, node: NodeInfo
@@ -382,15 +401,13 @@ class Framework:
             if status is not None and not status.is_success:
                 raise RuntimeError(f'running RemovePod on PreFilter plugin "{name}": {status.message()}')
 
+    def cycle_filters(self, state: CycleState) -> tuple[FilterPlugin, ...]:
+        """The filters this cycle runs, in order: those of plugins whose pre-filter did not skip."""
+        return _per_cycle(state, _CHAIN_KEY, self.filter, _unskipped)
+
     def run_filter_chain(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         """The per-node filter chain: the first plugin that rejects decides the node's status."""
-        skip = state.skip_filter_plugins
-        held = state.get(_CHAIN_KEY)
-        if held is None or held[0] is not self.filter or held[1] != len(skip):
-            # preemption runs the chain thousands of times a cycle: the plugins left are listed once
-            held = (self.filter, len(skip), tuple(p for p in self.filter if p.name not in skip))
-            state.write(_CHAIN_KEY, held)
-        return self.run_filters(held[2], state, pod, node)
+        return self.run_filters(self.cycle_filters(state), state, pod, node)
 
     @staticmethod
     def run_filters(
@@ -486,7 +503,7 @@ class Framework:
         ``filter_errors``) ends filtering at the first node, in examination order, whose chain fails.
         """
         statuses = NodeStatuses(self, state, pod, snapshot)
-        filters = [p for p in self.filter if p.name not in state.skip_filter_plugins]
+        filters = self.cycle_filters(state)
         if len(self._nominated_copies) > len(snapshot.node_infos) + 64:  # names of nodes gone since
             self._nominated_copies.clear()
         found: list[np.ndarray] = []
@@ -511,7 +528,7 @@ class Framework:
         state: CycleState,
         pod: PodInfo,
         snapshot: SnapshotLister,
-        filters: list[FilterPlugin],
+        filters: Sequence[FilterPlugin],
         candidates: np.ndarray,
         num_to_find: int,
         nominated_nodes: frozenset[str],
