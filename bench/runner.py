@@ -231,13 +231,14 @@ def wait_idle(pid: int, alive: Callable[[], bool]) -> float:
 
 
 class Profiler:
-    """``py-spy record`` attached to a pid for the measured phase (SIGINT makes it write the file)."""
+    """``py-spy record`` attached to a pid and its children (the intake process) for the measured phase
+    (SIGINT makes it write the file)."""
 
     def __init__(self, pid: int, output: Path, fmt: str) -> None:
         exe = Path(sys.executable).parent / "py-spy"
         self.argv = [
             str(exe if exe.exists() else "py-spy"), "record", "--pid", str(pid), "--rate", "100",
-            "--nonblocking", "--format", fmt, "--output", str(output),
+            "--nonblocking", "--subprocesses", "--format", fmt, "--output", str(output),
         ]  # fmt: skip
         self.output = output
         self.popen: subprocess.Popen[bytes] | None = None

@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from kopf_scheduler.intake_link import IntakeLink
 from kopf_scheduler.service import SchedulerService, ServiceConfig
 from kopf_scheduler.supervision import Supervisor
 
@@ -31,8 +32,16 @@ KOPF_WORKER_IDLE_TIMEOUT = 0.5
 KOPF_LIST_CHUNK = 500
 
 
-@kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+def new_registry() -> kopf.OperatorRegistry:
+    """An empty registry for an operator of its own, logging in as Kopf's default registry does when the
+    Kubernetes client is installed (kubeconfig or the pod's service account)."""
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry, errors=kopf.ErrorsMode.IGNORED)(kopf.login_via_client)
+    return registry
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """Kopf's settings for the scheduler's watches (also those of the intake process: ``intake``)."""
     # Kopf would post a Kubernetes event for every handler log line; the scheduler posts its own events.
     settings.posting.level = logging.WARNING
     # One line per watch event ("Handler 'pod_event' succeeded") is noise at thousands of pods per second.
@@ -51,18 +60,35 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     # Kopf lists every watched kind in one request unless told otherwise: 50,000 pods as one response
     # would be held whole (the bytes, then the decoded objects) beside the scheduler's own copies.
     settings.watching.chunk_size = KOPF_LIST_CHUNK
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Starts the service. With ``memo.intake`` (``kopf-scheduler run``) the watches run in the intake
+    process, started once the service has loaded its initial lists; without it (``kopf run -m
+    kopf_scheduler.handlers``) in this one, through this package's handlers."""
+    configure(settings)
     service = SchedulerService(
         memo.get("config") or ServiceConfig.from_env(), supervisor=memo.get("supervisor") or Supervisor()
     )
     memo["service"] = service
     await service.start()
+    if memo.get("intake") and service.supervisor.healthy:
+        link = IntakeLink(service, service.supervisor.fail, verbose=bool(memo.get("verbose")))
+        memo["intake_link"] = link
+        await link.start()
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    link = memo.get("intake_link")
+    if link is not None:
+        link.stopping = True  # from here on its exit is expected
     service = memo.get("service")
     if service is not None:
         await service.stop()
+    if link is not None:
+        await link.stop()
 
 
 @kopf.on.probe(id="scheduler")

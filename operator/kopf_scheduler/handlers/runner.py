@@ -14,7 +14,7 @@ import os
 
 import kopf
 
-import kopf_scheduler.handlers  # noqa: F401 - registers the handlers
+from kopf_scheduler.handlers import lifecycle
 from kopf_scheduler.supervision import Supervisor, port_taken
 
 log = logging.getLogger("kopf_scheduler")
@@ -34,11 +34,18 @@ def main(verbose: bool = False, liveness_port: int = 8080, metrics_port: int | N
     stop = asyncio.Event()
     supervisor = Supervisor(on_fatal=stop.set)
     liveness = f"http://0.0.0.0:{liveness_port}/healthz" if liveness_port else None
+    # this process serves the liveness probe and runs the scheduler; the watches run in the intake
+    # process (``intake_link``), so its registry holds the start-up, clean-up and probe handlers only
+    registry = lifecycle.new_registry()
+    kopf.on.startup(registry=registry)(lifecycle.start)
+    kopf.on.cleanup(registry=registry)(lifecycle.stop)
+    kopf.on.probe(id="scheduler", registry=registry)(lifecycle.health)
     kopf.run(
+        registry=registry,
         clusterwide=True,
         standalone=True,
         liveness_endpoint=liveness,
         stop_flag=stop,
-        memo=kopf.Memo(supervisor=supervisor),
+        memo=kopf.Memo(supervisor=supervisor, intake=True, verbose=verbose),
     )
     return 0 if supervisor.healthy else 1

@@ -1,0 +1,89 @@
+"""The watch intake process of ``kopf-scheduler run`` (``python -m kopf_scheduler.handlers.intake``, started
+by ``intake_link``): Kopf watches pods, nodes, SchedulingProfiles, PodDisruptionBudgets and the kinds in
+``WATCHED_KINDS``, with the settings of the scheduler's own watches, and one ``on.event`` handler per kind
+writes each event to the pipe the scheduling process reads (``intake_link.frame``). Nothing is written to
+the API server; no Lease, no ports.
+
+It ends with the scheduling process: killed by the kernel when that process dies (``PR_SET_PDEATHSIG``),
+stopped by it otherwise (SIGTERM), and on its own when the pipe breaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+from typing import Any
+
+import kopf
+
+from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
+from kopf_scheduler.framework.objects import WATCHED_KINDS
+from kopf_scheduler.handlers.lifecycle import configure, new_registry
+from kopf_scheduler.intake_link import NODES, PDBS, PODS, PROFILES, channel, frame
+
+#: (group, version, plural) of each watched resource and its channel
+RESOURCES: tuple[tuple[str, str, str, str], ...] = (
+    ("", "v1", "pods", PODS),
+    ("", "v1", "nodes", NODES),
+    ("policy", "v1", "poddisruptionbudgets", PDBS),
+    (GROUP, VERSION, PLURAL, PROFILES),
+    *((kind.group, kind.version, kind.plural, channel(kind)) for kind in WATCHED_KINDS),
+)
+
+
+class _Pipe(asyncio.Protocol):
+    def connection_lost(self, exc: Exception | None) -> None:
+        os._exit(1)  # the scheduling process is gone: nothing to hand events to
+
+
+def registry_for(fd: int) -> kopf.OperatorRegistry:
+    """Kopf's handlers of the intake process, writing to the pipe ``fd``."""
+    registry = new_registry()
+    out: dict[str, asyncio.WriteTransport] = {}
+
+    @kopf.on.startup(registry=registry)
+    async def connect(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure(settings)
+        loop = asyncio.get_running_loop()
+        transport, _protocol = await loop.connect_write_pipe(_Pipe, os.fdopen(fd, "wb", buffering=0))
+        out["pipe"] = transport
+
+    for group, version, plural, name in RESOURCES:
+        kopf.on.event(group, version, plural, id=f"{plural}_intake", registry=registry)(_forwarder(name, out))
+    return registry
+
+
+def _forwarder(name: str, out: dict[str, asyncio.WriteTransport]) -> Any:
+    async def forward(event: kopf.RawEvent, **_: Any) -> None:
+        out["pipe"].write(frame(name, event["type"], event["object"]))
+
+    return forward
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this process when ``parent`` dies; exit now if it has died already."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kopf_scheduler.handlers.intake")
+    parser.add_argument("--fd", type=int, required=True, help="the pipe to write events to")
+    parser.add_argument("--parent", type=int, required=True, help="the scheduling process")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    _die_with(args.parent)
+    kopf.configure(verbose=args.verbose)
+    kopf.run(registry=registry_for(args.fd), clusterwide=True, standalone=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

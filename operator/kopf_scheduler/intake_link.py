@@ -1,0 +1,205 @@
+"""The scheduling process's end of the watch intake process (``handlers/intake.py``).
+
+``kopf-scheduler run`` runs Kopf's watches in a second process: Kopf's handling of a watch event (its
+per-object workers, JSON decoding, handler invocation) cost the scheduling loop more CPU than the
+scheduling cycle itself. That process sends each event as one frame on a pipe: a 4-byte length, then the
+pickled ``(channel, event type, object)``, the object without ``metadata.managedFields``. Here frames are
+read as the pipe becomes readable, a bounded amount per turn of the event loop, and handed to the
+service's event methods in the order they were sent (per object, the order of its watch).
+
+Guards: the intake process starts only after the service has loaded its initial lists (as Kopf's watches
+started only after the start-up handler); it dies with this process (``PR_SET_PDEATHSIG``), and it runs
+in a session of its own, so a signal to this process's group (Ctrl-C, a stop by the harness or the
+kubelet) reaches this process alone, which stops it after the service has stopped. An intake process
+that ends while the service runs is a failure: nothing would reach the cache any more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pickle
+import struct
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from kopf_scheduler.framework.objects import WATCHED_KINDS, ObjectKind
+from kopf_scheduler.framework.slim import slim
+
+log = logging.getLogger("kopf_scheduler")
+
+#: the length prefix of a frame
+HEADER = struct.Struct("<I")
+#: bytes read from the pipe per turn of the event loop (about 50 pods): intake in step with the loop,
+#: never one long pause for it
+READ_SIZE = 128 * 1024
+#: seconds the intake process has to exit after SIGTERM before it is killed
+STOP_TIMEOUT = 2.0
+
+PODS = "pods"
+NODES = "nodes"
+PDBS = "poddisruptionbudgets.policy"
+PROFILES = "schedulingprofiles"
+
+
+def channel(kind: ObjectKind[Any]) -> str:
+    """The channel of one of ``WATCHED_KINDS``: its plural and group (``services``, ``replicasets.apps``)."""
+    return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
+
+
+def frame(name: str, event: str | None, obj: Mapping[str, Any]) -> bytes:
+    """One event as sent on the pipe."""
+    data = pickle.dumps((name, event, slim(obj)), protocol=pickle.HIGHEST_PROTOCOL)
+    return HEADER.pack(len(data)) + data
+
+
+class EventSink(Protocol):
+    """What the events go to (``service.SchedulerService``)."""
+
+    def pod_event(self, kind: str | None, obj: Mapping[str, Any]) -> None: ...
+    def node_event(self, kind: str | None, obj: Mapping[str, Any]) -> None: ...
+    def pdb_event(self, kind: str | None, obj: Mapping[str, Any]) -> None: ...
+    def object_event(self, kind: ObjectKind[Any], event: str | None, obj: Mapping[str, Any]) -> None: ...
+    async def profile_event(self, kind: str | None, obj: Mapping[str, Any]) -> None: ...
+
+
+class IntakeLink:
+    """Starts the intake process, feeds its events to ``sink``, and stops it."""
+
+    def __init__(self, sink: EventSink, on_failure: Callable[[str], None], *, verbose: bool = False) -> None:
+        """``on_failure``: called once with one line when the intake process ends on its own."""
+        self.sink = sink
+        self.on_failure = on_failure
+        self.argv = [sys.executable, "-m", "kopf_scheduler.handlers.intake"] + (
+            ["--verbose"] if verbose else []
+        )
+        self.stopping = False
+        self.events = 0
+        self._process: asyncio.subprocess.Process | None = None
+        self._fd = -1
+        self._buffer = bytearray()
+        self._waiter: asyncio.Task[None] | None = None
+        self._profiles = asyncio.Lock()  # profile events: one at a time, in order
+        self._profile_tasks: set[asyncio.Task[None]] = set()
+        self._handlers: dict[str, Callable[[str | None, Mapping[str, Any]], None]] = {
+            PODS: sink.pod_event,
+            NODES: sink.node_event,
+            PDBS: sink.pdb_event,
+            PROFILES: self._profile_event,
+        }
+        for kind in WATCHED_KINDS:
+            self._handlers[channel(kind)] = self._object_handler(kind)
+
+    def _object_handler(self, kind: ObjectKind[Any]) -> Callable[[str | None, Mapping[str, Any]], None]:
+        def handle(event: str | None, obj: Mapping[str, Any]) -> None:
+            self.sink.object_event(kind, event, obj)
+
+        return handle
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    async def start(self) -> None:
+        read_fd, write_fd = os.pipe()
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *self.argv,
+                f"--fd={write_fd}",
+                f"--parent={os.getpid()}",
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                stdin=asyncio.subprocess.DEVNULL,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        self._fd = read_fd
+        asyncio.get_running_loop().add_reader(read_fd, self._readable)
+        self._waiter = asyncio.create_task(self._wait(), name="watch-intake")
+        log.info("watch intake: process %d", self._process.pid)
+
+    async def _wait(self) -> None:
+        assert self._process is not None
+        code = await self._process.wait()
+        if not self.stopping:
+            self._close_pipe()
+            self.on_failure(f"the watch intake process (pid {self._process.pid}) exited with code {code}")
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, READ_SIZE)
+        except BlockingIOError:
+            return
+        if not chunk:  # the intake process closed its end; ``_wait`` reports its exit
+            self._close_pipe()
+            return
+        buffer = self._buffer
+        buffer += chunk
+        at, end = 0, len(buffer)
+        while end - at >= HEADER.size:
+            (size,) = HEADER.unpack_from(buffer, at)
+            start = at + HEADER.size
+            if end - start < size:
+                break
+            name, event, obj = pickle.loads(buffer[start : start + size])
+            at = start + size
+            self._deliver(name, event, obj)
+        del buffer[:at]
+
+    def _deliver(self, name: str, event: str | None, obj: Mapping[str, Any]) -> None:
+        self.events += 1
+        handler = self._handlers.get(name)
+        if handler is None:
+            log.warning("watch intake: an event on an unknown channel %r, ignored", name)
+            return
+        try:
+            handler(event, obj)
+        except Exception:  # one bad event costs that event, not the intake
+            log.exception("watch intake: handling a %s event of %s failed", event or "LISTED", name)
+
+    def _profile_event(self, event: str | None, obj: Mapping[str, Any]) -> None:
+        task = asyncio.create_task(self._one_profile_event(event, obj), name="profile-event")
+        self._profile_tasks.add(task)
+        task.add_done_callback(self._profile_tasks.discard)
+
+    async def _one_profile_event(self, event: str | None, obj: Mapping[str, Any]) -> None:
+        async with self._profiles:
+            try:
+                await self.sink.profile_event(event, obj)
+            except Exception:
+                log.exception(
+                    "watch intake: handling a %s event of a SchedulingProfile failed", event or "LISTED"
+                )
+
+    def _close_pipe(self) -> None:
+        if self._fd >= 0:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    async def stop(self) -> None:
+        """Stops the intake process (SIGTERM, then SIGKILL after ``STOP_TIMEOUT``) and waits for it."""
+        self.stopping = True
+        self._close_pipe()
+        process = self._process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), STOP_TIMEOUT)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        if self._waiter is not None:
+            await self._waiter
+        for task in list(self._profile_tasks):
+            task.cancel()
