@@ -7,8 +7,9 @@ pickled ``(channel, event type, object)``, the object without ``metadata.managed
 read as the pipe becomes readable, a bounded amount per turn of the event loop, and handed to the
 service's event methods in the order they were sent (per object, the order of its watch).
 
-Guards: the intake process starts only after the service has loaded its initial lists (as Kopf's watches
-started only after the start-up handler); it dies with this process (``PR_SET_PDEATHSIG``), and it runs
+Guards: the intake process is started while the service loads its initial lists, and watches (and its
+events are read) only once they are loaded, as Kopf's watches started only after the start-up handler;
+it dies with this process (``PR_SET_PDEATHSIG``), and it runs
 in a session of its own, so a signal to this process's group (Ctrl-C, a stop by the harness or the
 kubelet) reaches this process alone, which stops it after the service has stopped. An intake process
 that ends while the service runs is a failure: nothing would reach the cache any more.
@@ -43,6 +44,8 @@ PODS = "pods"
 NODES = "nodes"
 PDBS = "poddisruptionbudgets.policy"
 PROFILES = "schedulingprofiles"
+#: the intake process's first frame: its modules are loaded, it waits for "go"
+READY = "ready"
 
 
 def channel(kind: ObjectKind[Any]) -> str:
@@ -82,6 +85,7 @@ class IntakeLink:
         self._fd = -1
         self._buffer = bytearray()
         self._waiter: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[None] | None = None
         self._profiles = asyncio.Lock()  # profile events: one at a time, in order
         self._profile_tasks: set[asyncio.Task[None]] = set()
         self._handlers: dict[str, Callable[[str | None, Mapping[str, Any]], None]] = {
@@ -104,6 +108,9 @@ class IntakeLink:
         return self._process.pid if self._process is not None else None
 
     async def start(self) -> None:
+        """Starts the intake process and returns once it has loaded its modules (it says so with a
+        frame on ``READY``); it watches nothing before ``go``. Started while the service loads its lists,
+        it watches moments after they are loaded, not after its own start-up of about a second."""
         read_fd, write_fd = os.pipe()
         try:
             self._process = await asyncio.create_subprocess_exec(
@@ -112,7 +119,7 @@ class IntakeLink:
                 f"--parent={os.getpid()}",
                 pass_fds=(write_fd,),
                 start_new_session=True,
-                stdin=asyncio.subprocess.DEVNULL,
+                stdin=asyncio.subprocess.PIPE,
             )
         except BaseException:
             os.close(read_fd)
@@ -121,13 +128,22 @@ class IntakeLink:
             os.close(write_fd)
         os.set_blocking(read_fd, False)
         self._fd = read_fd
+        ready = self._ready = asyncio.get_running_loop().create_future()
         asyncio.get_running_loop().add_reader(read_fd, self._readable)
         self._waiter = asyncio.create_task(self._wait(), name="watch-intake")
         log.info("watch intake: process %d", self._process.pid)
+        await asyncio.shield(ready)
+
+    def go(self) -> None:
+        """Lets the intake process watch (once the service has loaded its initial lists)."""
+        if self._process is not None and self._process.stdin is not None and self._process.returncode is None:
+            self._process.stdin.write(b"go\n")
 
     async def _wait(self) -> None:
         assert self._process is not None
         code = await self._process.wait()
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_result(None)  # ``start`` returns; the failure below stops the operator
         if not self.stopping:
             self._close_pipe()
             self.on_failure(f"the watch intake process (pid {self._process.pid}) exited with code {code}")
@@ -154,6 +170,10 @@ class IntakeLink:
         del buffer[:at]
 
     def _deliver(self, name: str, event: str | None, obj: Mapping[str, Any]) -> None:
+        if name == READY:
+            if self._ready is not None and not self._ready.done():
+                self._ready.set_result(None)
+            return
         self.events += 1
         handler = self._handlers.get(name)
         if handler is None:

@@ -1,7 +1,8 @@
 """``kopf-scheduler run``: the operator, watching all namespaces, with leader election and metrics.
 
 The flags land in ``KOPF_SCHEDULER_*`` variables, which is also how ``kopf run -m kopf_scheduler.handlers``
-is configured. Kopf is imported only when the command runs (through ``handlers.runner``).
+(the same service with Kopf's watches in the one process) is configured. Kopf is imported only when the
+command runs (through ``handlers.runner``).
 """
 
 from __future__ import annotations

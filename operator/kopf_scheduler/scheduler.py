@@ -101,9 +101,10 @@ MAX_INTAKE_ROUNDS = 64
 async def yield_to_intake() -> None:
     """Lets watch-event intake, binding cycles and API calls run until nothing else is ready (or for
     ``MAX_INTAKE_ROUNDS`` rounds), so the next cycle sees the cluster as it is now. kube-scheduler's
-    informers run beside its scheduling goroutine; here they share one thread, and a single yield per
-    cycle lets the watch fall behind while pods are retried against a stale cache (a preemptor would
-    preempt again because its victims' deletion has not been read yet)."""
+    informers run beside its scheduling goroutine; here the events (read from the intake process's pipe,
+    ``intake_link``, or from Kopf's watches in this process) go into the cache on this thread, and a
+    single yield per cycle lets them fall behind while pods are retried against a stale cache (a
+    preemptor would preempt again because its victims' deletion has not been read yet)."""
     loop = asyncio.get_running_loop()
     ready = getattr(loop, "_ready", None)  # asyncio's run queue; other loops: yield once
     for _ in range(MAX_INTAKE_ROUNDS):

@@ -17,7 +17,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,9 +183,10 @@ class SchedulerService:
         self._leader_task: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
-    async def start(self) -> None:
-        """Serves metrics and /readyz, loads the initial lists, then campaigns for the Lease (or leads at
-        once without leader election). A metrics port in use is a failure (the operator stops)."""
+    async def start(self, watch: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Serves metrics and /readyz, loads the initial lists, starts the watches (``watch``, when they
+        are not Kopf's in this process), then campaigns for the Lease (or leads at once without leader
+        election). A metrics port in use is a failure (the operator stops)."""
         if self.config.metrics.port:
             try:
                 server = MetricsServer(
@@ -201,6 +202,8 @@ class SchedulerService:
             self.metrics_server = server
         await self.profiles.reconcile()
         await self._initial_sync()
+        if watch is not None:
+            await watch()
         flush = asyncio.create_task(self.scheduler.queue.run(), name="queue-flush")
         self._tasks.append(self.supervisor.watch(flush))
         if self.config.confirm_timeout > 0:

@@ -2,8 +2,10 @@
 ``SchedulerService`` kept in ``memo``; no decisions here.
 
 Pods and nodes use ``@kopf.on.event`` only and return ``None``, so Kopf never patches, annotates or
-finalizes a Pod or a Node. Run in module mode: ``kopf run -m kopf_scheduler.handlers -A --standalone``
-(or ``kopf-scheduler run``).
+finalizes a Pod or a Node. Two ways to run: ``kopf-scheduler run`` (``runner``) keeps the watches in the
+intake process (``intake``: the same kinds, each event forwarded over a pipe) and registers only
+``lifecycle`` in the scheduling process; ``kopf run -m kopf_scheduler.handlers -A --standalone`` runs
+these handlers in one process.
 """
 
 from kopf_scheduler.handlers import cluster_objects, disruption_budgets, lifecycle, nodes, pods, profiles

@@ -4,8 +4,10 @@ by ``intake_link``): Kopf watches pods, nodes, SchedulingProfiles, PodDisruption
 writes each event to the pipe the scheduling process reads (``intake_link.frame``). Nothing is written to
 the API server; no Lease, no ports.
 
-It ends with the scheduling process: killed by the kernel when that process dies (``PR_SET_PDEATHSIG``),
-stopped by it otherwise (SIGTERM), and on its own when the pipe breaks.
+It loads its modules at once, and watches only once the scheduling process says "go" on its stdin (when
+that has loaded its own lists). It ends with the scheduling process: killed by the kernel when that
+process dies (``PR_SET_PDEATHSIG``), stopped by it otherwise (SIGTERM), and on its own when the pipe
+breaks or stdin closes before "go".
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from typing import Any
 
 import kopf
@@ -22,7 +25,7 @@ import kopf
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
 from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
-from kopf_scheduler.intake_link import NODES, PDBS, PODS, PROFILES, channel, frame
+from kopf_scheduler.intake_link import NODES, PDBS, PODS, PROFILES, READY, channel, frame
 
 #: (group, version, plural) of each watched resource and its channel
 RESOURCES: tuple[tuple[str, str, str, str], ...] = (
@@ -80,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     _die_with(args.parent)
+    os.write(args.fd, frame(READY, None, {}))
+    if not sys.stdin.buffer.readline():  # "go": the scheduling process has loaded its lists
+        return 0
     kopf.configure(verbose=args.verbose)
     kopf.run(registry=registry_for(args.fd), clusterwide=True, standalone=True)
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -72,11 +74,24 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         memo.get("config") or ServiceConfig.from_env(), supervisor=memo.get("supervisor") or Supervisor()
     )
     memo["service"] = service
-    await service.start()
-    if memo.get("intake") and service.supervisor.healthy:
-        link = IntakeLink(service, service.supervisor.fail, verbose=bool(memo.get("verbose")))
-        memo["intake_link"] = link
-        await link.start()
+    if not memo.get("intake"):
+        await service.start()
+        return
+    link = IntakeLink(service, service.supervisor.fail, verbose=bool(memo.get("verbose")))
+    memo["intake_link"] = link
+    starting = asyncio.create_task(link.start(), name="watch-intake-start")  # loads while the lists do
+
+    async def watch() -> None:
+        await starting
+        link.go()
+
+    try:
+        await service.start(watch)
+    finally:
+        if not starting.done():  # the service did not get as far as watching
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await starting
 
 
 @kopf.on.cleanup()

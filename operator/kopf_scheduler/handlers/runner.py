@@ -1,5 +1,6 @@
-"""Runs Kopf with this package's handlers, cluster-wide and standalone (one active instance is ensured
-by the scheduler's Lease, not by Kopf's peering).
+"""Runs the scheduling process: Kopf with the start-up, clean-up and probe handlers of ``lifecycle``,
+cluster-wide and standalone (one active instance is ensured by the scheduler's Lease, not by Kopf's
+peering); the start-up handler starts the watch intake process (``intake``) once the lists are loaded.
 
 The exit code says how it ended: 0 for a stop by signal, 1 when the operator stopped itself on a failure
 (a background task died, the Lease was lost, the metrics port was taken: ``supervision``) or could not

@@ -19,13 +19,18 @@ from kopf_scheduler import intake_link
 from kopf_scheduler.framework.objects import SERVICES, ObjectKind
 from kopf_scheduler.intake_link import IntakeLink
 
-#: the stand-in intake process: writes the frames of ``EVENTS`` (a Python literal), in writes of
-#: ``CHUNK`` bytes with a pause between them, then does ``THEN``
+#: the stand-in intake process: after ``LOAD`` seconds says it is ready, waits for "go" on stdin (as
+#: ``handlers.intake`` does), writes the frames of ``EVENTS`` (a Python literal), in writes of ``CHUNK``
+#: bytes with a pause between them, then does ``THEN``
 CHILD = textwrap.dedent(
     """
     import os, signal, sys, time
-    from kopf_scheduler.intake_link import frame
+    from kopf_scheduler.intake_link import READY, frame
     fd = int(next(a for a in sys.argv if a.startswith("--fd="))[5:])
+    time.sleep(LOAD)
+    os.write(fd, frame(READY, None, {}))
+    if sys.stdin.readline() != "go\\n":
+        sys.exit(5)
     data = b"".join(frame(*event) for event in EVENTS)
     for at in range(0, len(data), CHUNK):
         os.write(fd, data[at : at + CHUNK])
@@ -68,12 +73,16 @@ def _link(
     *,
     chunk: int,
     then: str = "time.sleep(60)",
+    load: float = 0.0,
 ) -> tuple[IntakeLink, Sink, list[str]]:
     sink, failures = Sink(), []
     link = IntakeLink(sink, failures.append)
     script = tmp_path / "intake.py"
     script.write_text(
-        CHILD.replace("EVENTS", repr(events)).replace("CHUNK", str(chunk)).replace("THEN", then)
+        CHILD.replace("LOAD", str(load))
+        .replace("EVENTS", repr(events))
+        .replace("CHUNK", str(chunk))
+        .replace("THEN", then)
     )
     link.argv = [sys.executable, str(script)]
     return link, sink, failures
@@ -109,6 +118,7 @@ def test_every_event_reaches_its_kind_in_order(chunk: int, tmp_path: Path) -> No
     async def run() -> tuple[Sink, list[str]]:
         link, sink, failures = _link(tmp_path, events, chunk=chunk)
         await link.start()
+        link.go()
         try:
             await _until(lambda: len(sink.seen) == len(events) - 2)  # the bad node, the unknown channel
         finally:
@@ -138,12 +148,45 @@ def test_every_event_reaches_its_kind_in_order(chunk: int, tmp_path: Path) -> No
     assert sink.seen[0] == ("pod", None, _obj("p0"))  # a listed object keeps its None
 
 
+def test_start_returns_once_the_intake_process_is_loaded(tmp_path: Path) -> None:
+    """``start`` waits for the intake process's ready frame (it loads while the service lists); events
+    come only after ``go``, which the stand-in checks it got before writing any."""
+
+    async def run() -> tuple[float, Sink, list[str]]:
+        link, sink, failures = _link(tmp_path, [(intake_link.PODS, "ADDED", _obj("p"))], chunk=4096, load=0.5)
+        began = asyncio.get_running_loop().time()
+        await link.start()
+        took = asyncio.get_running_loop().time() - began
+        link.go()
+        await _until(lambda: bool(sink.seen))
+        await link.stop()
+        return took, sink, failures
+
+    took, sink, failures = asyncio.run(run())
+    assert took >= 0.5
+    assert sink.seen == [("pod", "ADDED", _obj("p"))]
+    assert failures == []
+
+
+def test_an_intake_process_that_dies_loading_is_a_failure(tmp_path: Path) -> None:
+    async def run() -> list[str]:
+        link, _, failures = _link(tmp_path, [], chunk=4096)
+        link.argv = [sys.executable, "-c", "import sys; sys.exit(4)"]
+        await link.start()  # returns: the failure stops the operator
+        await link.stop()
+        return failures
+
+    failures = asyncio.run(run())
+    assert len(failures) == 1 and failures[0].endswith("exited with code 4")
+
+
 def test_an_intake_process_that_exits_on_its_own_is_one_failure(tmp_path: Path) -> None:
     async def run() -> tuple[Sink, list[str]]:
         link, sink, failures = _link(
             tmp_path, [(intake_link.PODS, "ADDED", _obj("p"))], chunk=4096, then="sys.exit(3)"
         )
         await link.start()
+        link.go()
         await _until(lambda: bool(failures))
         await link.stop()
         return sink, failures
@@ -172,6 +215,7 @@ def test_stopping_ends_the_intake_process_without_a_failure(
             tmp_path, [(intake_link.PODS, "ADDED", _obj("p"))], chunk=4096, then=then
         )
         await link.start()
+        link.go()
         await _until(lambda: bool(sink.seen))
         await asyncio.sleep(0.2)  # the child is past its signal set-up
         pid = link.pid
