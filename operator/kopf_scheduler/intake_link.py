@@ -7,12 +7,12 @@ pickled ``(channel, event type, object)``, the object without ``metadata.managed
 read as the pipe becomes readable, a bounded amount per turn of the event loop, and handed to the
 service's event methods in the order they were sent (per object, the order of its watch).
 
-Guards: the intake process is started while the service loads its initial lists, and watches (and its
-events are read) only once they are loaded, as Kopf's watches started only after the start-up handler;
-it dies with this process (``PR_SET_PDEATHSIG``), and it runs
-in a session of its own, so a signal to this process's group (Ctrl-C, a stop by the harness or the
-kubelet) reaches this process alone, which stops it after the service has stopped. An intake process
-that ends while the service runs is a failure: nothing would reach the cache any more.
+Guards: the intake process is started while the service loads its initial lists and watches only once
+they are loaded (``go``), before the service leads, as Kopf's watches started only after the start-up
+handler. It dies with this process (``PR_SET_PDEATHSIG``) and runs in a session of its own, so a signal
+to this process's group (Ctrl-C, a stop by the harness or the kubelet) reaches this process alone, which
+stops it after the service has stopped. An intake process that ends while the service runs is a
+failure: nothing would reach the cache any more.
 """
 
 from __future__ import annotations
@@ -80,7 +80,6 @@ class IntakeLink:
             ["--verbose"] if verbose else []
         )
         self.stopping = False
-        self.events = 0
         self._process: asyncio.subprocess.Process | None = None
         self._fd = -1
         self._buffer = bytearray()
@@ -174,7 +173,6 @@ class IntakeLink:
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(None)
             return
-        self.events += 1
         handler = self._handlers.get(name)
         if handler is None:
             log.warning("watch intake: an event on an unknown channel %r, ignored", name)

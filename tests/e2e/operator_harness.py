@@ -238,13 +238,16 @@ class Operators:
         env: Mapping[str, str] | None = None,
         args: Iterable[str] = (),
         secure_metrics: bool = False,
+        one_process: bool = False,
     ) -> OperatorProcess:
         """Start ``kopf-scheduler run`` with leader election in ``lease_namespace``. ``identity`` (default:
         ``name``) is the lease holder identity and the events' reporting instance (``POD_NAME``, as the
         downward API would set it). ``ports``: serve metrics and liveness on free ports (else 0: off); it
         is then returned once it listens on both; metrics are plain HTTP on loopback (``--insecure-metrics``)
         unless ``secure_metrics`` (HTTPS, delegated authentication and authorization, as deployed).
-        ``kubeconfig``: another identity than the session's admin."""
+        ``kubeconfig``: another identity than the session's admin. ``one_process``: run it as ``kopf run -m
+        kopf_scheduler.handlers`` instead (the watches in the scheduling process), configured by
+        ``KOPF_SCHEDULER_*`` variables; ``args`` are then Kopf's."""
         spawn = functools.partial(
             self._spawn,
             name,
@@ -253,7 +256,8 @@ class Operators:
             leader_elect=leader_elect,
             kubeconfig=kubeconfig,
             env=env,
-            args=list(args) if secure_metrics else ["--insecure-metrics", *args],
+            args=list(args) if secure_metrics or one_process else ["--insecure-metrics", *args],
+            one_process=one_process,
         )
         if not ports:
             return spawn(0, 0)
@@ -279,8 +283,13 @@ class Operators:
         kubeconfig: Path | None,
         env: Mapping[str, str] | None,
         args: list[str],
+        one_process: bool = False,
     ) -> OperatorProcess:
         argv = [
+            sys.executable, "-m", "kopf", "run", "-m", "kopf_scheduler.handlers", "-A", "--standalone",
+            *([f"--liveness=http://0.0.0.0:{liveness_port}/healthz"] if liveness_port else []),
+            *args,
+        ] if one_process else [
             sys.executable, "-m", "kopf_scheduler", "run",
             "--metrics-port", str(metrics_port),
             "--liveness-port", str(liveness_port),
@@ -301,6 +310,13 @@ class Operators:
             PYTHONUNBUFFERED="1",
             PYTHONFAULTHANDLER="1",  # stacks in the log if it has to be aborted (see terminate)
         )
+        if one_process:  # what ``kopf-scheduler run`` would set from its flags
+            environment.update(
+                KOPF_SCHEDULER_METRICS_PORT=str(metrics_port),
+                KOPF_SCHEDULER_INSECURE_METRICS="true",
+                KOPF_SCHEDULER_LEASE_NAMESPACE=lease_namespace,
+                KOPF_SCHEDULER_LEADER_ELECT="true" if leader_elect else "false",
+            )
         environment.update(env or {})
         log_file = self.workdir / f"operator-{name}.log"
         with open(log_file, "ab") as log:

@@ -4,7 +4,8 @@ kube-scheduler does, as a user sees it with kubectl: pods bound with ``PodSchedu
 event and its ``PodScheduled=False`` condition; a node added makes a pending pod schedulable at once.
 Also what a Deployment relies on: the liveness and metrics endpoints answer, every metric the README
 lists is exported and moves with scheduling as kube-scheduler's does, and SIGTERM stops the operator
-cleanly, handing the lease back; and ``--leader-elect false`` schedules without a Lease."""
+cleanly, handing the lease back; ``--leader-elect false`` schedules without a Lease; and ``kopf run -m
+kopf_scheduler.handlers`` (one process) schedules as well."""
 
 from __future__ import annotations
 
@@ -31,6 +32,26 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 def http_get(url: str) -> tuple[int, str]:
     with urllib.request.urlopen(url, timeout=5) as resp:
         return resp.status, resp.read().decode()
+
+
+def test_kopf_run_in_one_process_schedules_too(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    """The README's other way to run it: ``kopf run -m kopf_scheduler.handlers -A --standalone``, Kopf's
+    watches in the scheduling process itself (no intake process): pods are bound, each with its event,
+    and SIGTERM hands the lease back."""
+    nodes = scope.nodes(2)
+    operator = operators.start("op-one", lease_namespace=scope.namespace, one_process=True)
+    operator.wait_leading()
+    names = [f"one-{i}" for i in range(3)]
+    for name in names:
+        scope.create_pod(name)
+    for name in names:
+        assert scope.wait_bound(name)["spec"]["nodeName"] in nodes
+        assert scope.wait_event("Scheduled", name)["type"] == "Normal"
+    assert "watch intake" not in operator.log()
+    assert operator.terminate() == 0, operator.tail()
+    assert lease(control_plane, scope.namespace)["spec"]["holderIdentity"] == ""
 
 
 def test_pods_are_bound_with_scheduled_events(

@@ -67,8 +67,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Starts the service. With ``memo.intake`` (``kopf-scheduler run``) the watches run in the intake
-    process, started once the service has loaded its initial lists; without it (``kopf run -m
-    kopf_scheduler.handlers``) in this one, through this package's handlers."""
+    process, which loads while the service lists and watches once the lists are loaded; without it
+    (``kopf run -m kopf_scheduler.handlers``) in this one, through this package's handlers."""
     configure(settings)
     service = SchedulerService(
         memo.get("config") or ServiceConfig.from_env(), supervisor=memo.get("supervisor") or Supervisor()

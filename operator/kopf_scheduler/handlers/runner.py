@@ -1,6 +1,7 @@
 """Runs the scheduling process: Kopf with the start-up, clean-up and probe handlers of ``lifecycle``,
 cluster-wide and standalone (one active instance is ensured by the scheduler's Lease, not by Kopf's
-peering); the start-up handler starts the watch intake process (``intake``) once the lists are loaded.
+peering); the start-up handler starts the watch intake process (``intake``), which watches once the
+scheduler's initial lists are loaded.
 
 The exit code says how it ended: 0 for a stop by signal, 1 when the operator stopped itself on a failure
 (a background task died, the Lease was lost, the metrics port was taken: ``supervision``) or could not
