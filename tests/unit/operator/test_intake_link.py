@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -244,3 +245,50 @@ def test_the_intake_process_of_another_parent_exits_at_once() -> None:
         os.close(read_fd)
         os.close(write_fd)
     assert os.waitstatus_to_exitcode(status) == 1
+
+
+def test_the_intake_process_writes_a_turns_frames_together_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The intake process's pipe (``handlers.intake._Pipe``): the frames of handlers that ran in one turn
+    of its event loop leave in one write, and every frame arrives whole and in the order it was sent."""
+    from kopf_scheduler.handlers import intake
+
+    # the intake process exits when its pipe closes; this test closes it at the end
+    monkeypatch.setattr(intake._Closed, "connection_lost", lambda self, exc: None)
+
+    read_fd, write_fd = os.pipe()
+    sent = [("pods", "ADDED", {"metadata": {"name": f"p{i}"}}) for i in range(7)]
+
+    async def run() -> int:
+        pipe = intake._Pipe()
+        await pipe.connect(write_fd)
+        assert pipe.transport is not None
+        writes = 0
+        write = pipe.transport.write
+
+        def counted(data: Any) -> None:
+            nonlocal writes
+            writes += 1
+            write(data)
+
+        pipe.transport.write = counted  # type: ignore[method-assign]
+        for event in sent[:4]:  # one turn
+            pipe.send(intake_link.frame(*event))
+        await asyncio.sleep(0)
+        for event in sent[4:]:  # the next
+            pipe.send(intake_link.frame(*event))
+        await asyncio.sleep(0.01)
+        pipe.transport.close()
+        return writes
+
+    try:
+        writes = asyncio.run(run())
+        data = os.read(read_fd, 1 << 16)
+    finally:
+        os.close(read_fd)
+    received, at = [], 0
+    while at < len(data):
+        (size,) = intake_link.HEADER.unpack_from(data, at)
+        received.append(pickle.loads(data[at + 4 : at + 4 + size]))
+        at += 4 + size
+    assert received == sent
+    assert writes == 2
