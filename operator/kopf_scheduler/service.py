@@ -369,6 +369,7 @@ class SchedulerService:
         if kind == "DELETED":
             self.resync.pod_gone(uid)
             self.scheduler.delete_pod(obj)
+            self.client.pod_deleted(uid)
         else:
             self.resync.pod_seen(uid, listed=kind is None)
             self.scheduler.update_pod(None, obj)

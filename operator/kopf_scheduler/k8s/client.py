@@ -175,6 +175,11 @@ class KubeClient:
             )
         )  # fmt: skip
 
+    def pod_deleted(self, uid: str) -> None:
+        """The pod ``uid`` is gone: what is kept to aggregate its events and to patch its status goes."""
+        self.events.object_deleted(uid)
+        self.pod_status.forget(uid)
+
     def clear_nominated_node_name(self, pod: PodInfo) -> None:
         self._in_loop(self.pod_status.clear_nominated_node_name, pod)
 
@@ -215,7 +220,7 @@ class KubeClient:
         return name if name and is_qualified_name(name) else ""
 
     def _record_scheduled(self, pod: PodInfo, node_name: str) -> None:
-        self.pod_status.forget(pod)
+        self.pod_status.forget(pod.uid)
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         self.events.record(
             Occurrence(pod_ref(pod), NORMAL, REASON_SCHEDULED, ACTION_BINDING, note,

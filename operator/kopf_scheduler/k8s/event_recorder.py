@@ -64,6 +64,10 @@ class EventRecorder:
             self._enqueue(entry, new=not merged)
         self._ensure_started()
 
+    def object_deleted(self, uid: str) -> None:
+        """The object ``uid`` is gone: its events' entries are forgotten (``events.object_deleted``)."""
+        self.aggregator.object_deleted(uid)
+
     def _enqueue(self, entry: SeriesEntry, *, new: bool) -> None:
         try:
             self.queue.put_nowait(entry)

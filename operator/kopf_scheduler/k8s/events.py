@@ -15,6 +15,10 @@ Pure bookkeeping over an injected clock; ``event_recorder`` does the sending. Be
   shows a live count.
 - An entry with no occurrence for ``finish_after`` (6 min) is forgotten (a series' final count was
   written by the flushes before); beyond ``max_entries`` the oldest written entries are forgotten early.
+- An entry about an object that was deleted (``object_deleted``, by uid) is forgotten once it has
+  nothing left to write: the key holds the uid, so no later occurrence can join its series. Upstream
+  keeps it for the 6 minutes; at a hundred bindings a second that is tens of thousands of entries (about
+  1.6 KB each) no event can use.
 
 Invariants: an entry is queued for writing or being written at most once at a time (``queued``,
 ``in_flight``); ``sent_count <= count``; a forgotten entry is never written again.
@@ -220,6 +224,10 @@ class EventAggregator:
     wall: Callable[[], float] = time.time
     namer: EventNamer = field(default_factory=EventNamer)
     entries: dict[EventKey, SeriesEntry] = field(default_factory=dict)
+    #: the keys of the entries about each regarding object, by its uid
+    by_uid: dict[str, list[EventKey]] = field(default_factory=dict)
+    #: uids of deleted objects whose entries are forgotten as soon as they are written
+    deleted: set[str] = field(default_factory=set)
     #: occurrences merged into an existing entry
     aggregated: int = 0
 
@@ -252,6 +260,8 @@ class EventAggregator:
         if entry is None:
             entry = SeriesEntry(key, self.make_body(occurrence, wall), now, now, wall)
             self.entries[key] = entry
+            if key.uid:
+                self.by_uid.setdefault(key.uid, []).append(key)
             if len(self.entries) > self.max_entries:
                 self._evict()
             entry.queued = True
@@ -302,6 +312,9 @@ class EventAggregator:
         if outcome == "ok":
             entry.created = True
             entry.sent_count = max(entry.sent_count, write.count)
+            if entry.key.uid in self.deleted and not entry.dirty:
+                self._forget(entry)
+                return None
         elif outcome == "gone":
             entry.created = False
             entry.queued = True
@@ -331,6 +344,16 @@ class EventAggregator:
                 due.append(entry)
         return due
 
+    def object_deleted(self, uid: str) -> None:
+        """The regarding object ``uid`` is gone: its entries are forgotten now, or once their pending
+        write is done."""
+        for key in list(self.by_uid.get(uid, ())):
+            entry = self.entries[key]
+            if entry.queued or entry.in_flight or entry.dirty:
+                self.deleted.add(uid)
+            else:
+                self._forget(entry)
+
     def pending(self) -> Iterator[SeriesEntry]:
         """Entries with something not yet written (for a final flush at shutdown)."""
         return (e for e in self.entries.values() if e.dirty and not e.forgotten)
@@ -349,5 +372,13 @@ class EventAggregator:
 
     def _forget(self, entry: SeriesEntry) -> None:
         entry.forgotten = True
-        if self.entries.get(entry.key) is entry:
-            del self.entries[entry.key]
+        key = entry.key
+        if self.entries.get(key) is not entry:
+            return
+        del self.entries[key]
+        keys = self.by_uid.get(key.uid)
+        if keys is not None:
+            keys.remove(key)
+            if not keys:
+                del self.by_uid[key.uid]
+                self.deleted.discard(key.uid)

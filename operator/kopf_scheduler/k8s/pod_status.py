@@ -125,10 +125,10 @@ class PodStatusWriter:
                 self.queue.put_nowait(pod.uid)
         self.pool.ensure_started()
 
-    def forget(self, pod: PodInfo) -> None:
-        """The pod is bound: drop what we remember and any patch still waiting."""
-        self.known.pop(pod.uid, None)
-        self.pending.pop(pod.uid, None)
+    def forget(self, uid: str) -> None:
+        """The pod is bound or gone: drop what we remember and any patch still waiting."""
+        self.known.pop(uid, None)
+        self.pending.pop(uid, None)
 
     def _remember(self, uid: str, status: Mapping[str, Any]) -> None:
         known = self.known.pop(uid, None) or _Known()

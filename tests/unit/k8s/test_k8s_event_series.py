@@ -201,6 +201,48 @@ def test_oldest_written_entries_are_evicted_over_the_limit(clock: VirtualClock) 
     assert len(agg.entries) == 3 and entries[0].forgotten and not entries[1].forgotten
 
 
+def test_entries_about_a_deleted_object_are_forgotten_once_written(
+    agg: EventAggregator, clock: VirtualClock
+) -> None:
+    """No occurrence can join the series of an object that is gone (its uid is in the key): a written
+    entry goes at once, one with a count still to write goes after that write, others stay."""
+    other = ObjectRef("Pod", "ns", "web-1", uid="u-2")
+    written = agg.record(failure())
+    assert written is not None
+    write_ok(agg, written)
+    kept = agg.record(failure(regarding=other))
+    assert kept is not None
+    write_ok(agg, kept)
+    scheduled = agg.record(Occurrence(POD, "Normal", "Scheduled", "Binding", "assigned ns/web-0 to n1"))
+    assert scheduled is not None and scheduled.queued  # its create is not sent yet
+
+    agg.object_deleted("u-1")
+    assert written.forgotten and not scheduled.forgotten and not kept.forgotten
+    kind, _, again = write_ok(agg, scheduled)
+    assert kind == "create" and again is None and scheduled.forgotten
+    assert list(agg.entries.values()) == [kept]
+    agg.object_deleted("u-2")
+    assert not agg.entries and not agg.by_uid and not agg.deleted
+
+
+def test_a_deleted_objects_unwritten_count_is_written_before_it_is_forgotten(
+    agg: EventAggregator, clock: VirtualClock
+) -> None:
+    entry = agg.record(failure())
+    assert entry is not None
+    write_ok(agg, entry)
+    agg.record(failure())  # the series starts: written at once
+    write_ok(agg, entry)
+    agg.record(failure())  # a count the next flush writes
+    agg.object_deleted("u-1")
+    assert not entry.forgotten
+    clock.advance(FLUSH_INTERVAL)
+    assert agg.flush() == [entry]
+    kind, body, _ = write_ok(agg, entry)
+    assert (kind, body["series"]["count"]) == ("patch", 3)
+    assert entry.forgotten and not agg.entries
+
+
 def test_note_is_cut_to_the_api_limit_in_bytes(agg: EventAggregator) -> None:
     entry = agg.record(failure(note="é" * 1000))  # 2000 bytes
     assert entry is not None

@@ -152,7 +152,7 @@ async def test_a_patch_in_flight_is_followed_not_overtaken(rest: FakeRest) -> No
 async def test_binding_cancels_a_waiting_patch_and_forgets(rest: FakeRest, writer: PodStatusWriter) -> None:
     p = pod()
     writer.record_failure(p, "Unschedulable", MSG, None)
-    writer.forget(p)
+    writer.forget(p.uid)
     assert await writer.close(1.0)
     assert rest.calls == []
     assert writer.known == {}

@@ -2,7 +2,8 @@
 against a fake API server: a background task that dies ends the service with a failure (the runner's exit
 code 1); a graceful stop lets the bindings in flight finish before the Lease is released; losing the Lease
 cancels the bindings in flight, forgets their pods and fails the service; no write is sent without the
-Lease; /readyz says ready when synced and leading or standing by."""
+Lease; /readyz says ready when synced and leading or standing by; what the service keeps about a pod goes
+when the pod is deleted."""
 
 from __future__ import annotations
 
@@ -331,3 +332,26 @@ async def test_a_cycle_that_holds_the_event_loop_past_the_renew_deadline_keeps_t
     assert service.leading.is_set() and service.client.fence is not None and service.client.fence()
     await service.stop()
     assert api.log == ["lease released"]
+
+
+# -- a deleted pod ---------------------------------------------------------------------------------------
+
+
+async def test_a_deleted_pods_event_entries_go_with_it() -> None:
+    """The Scheduled event of a bound pod is kept to aggregate repeats; once the pod's DELETED event
+    arrives nothing can repeat it, and the service keeps nothing about the pod."""
+    api = FakeAPI(cluster_with_pending_pod())
+    api.bind_gate.set()
+    service = service_for(api, leader_elect=False)
+    await service.start()
+    aggregator = service.client.events.aggregator
+    await until(lambda: any(e.created for e in aggregator.entries.values()))
+    [entry] = aggregator.entries.values()
+    assert entry.key.reason == "Scheduled"
+    pod = api.objects["/api/v1/pods"][0]
+
+    service.pod_event("DELETED", {**pod, "spec": {**pod["spec"], "nodeName": "n1"}})
+    await service.stop()
+
+    assert not aggregator.entries and not aggregator.by_uid
+    assert service.scheduler.known_pods() == []
