@@ -26,7 +26,7 @@ import numpy as np
 
 from kopf_scheduler.backend.cache import CacheError
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_event_message
+from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_event_message, verdict_counts
 from kopf_scheduler.framework.extenders import scheduling as extending
 from kopf_scheduler.framework.interface import NodeSet, PostFilterResult, SnapshotLister
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
@@ -226,7 +226,7 @@ async def schedule_pod(sched: Scheduler, fwk: Framework, state: CycleState, pod:
 def _rejectors(diagnosis: Diagnosis) -> None:
     if diagnosis.node_statuses is None:
         return
-    for _, status in diagnosis.node_statuses.items():
+    for status, _ in verdict_counts(diagnosis.node_statuses):
         target = diagnosis.pending_plugins if status.code == Code.PENDING else diagnosis.unschedulable_plugins
         if status.plugin:
             target.add(status.plugin)

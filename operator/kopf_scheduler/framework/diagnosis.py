@@ -6,6 +6,7 @@ message appended)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.interface import NodeStatusMap
@@ -30,6 +31,27 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
 
 
+def verdict_counts(statuses: NodeStatusMap) -> list[tuple[Status, int]]:
+    """Each distinct verdict in ``statuses`` and how many nodes have it (the map's own ``verdict_counts``
+    when it keeps them: ``NodeStatuses`` counts once per cycle, not once per reader)."""
+    counted = getattr(statuses, "verdict_counts", None)
+    if counted is not None:
+        return counted()  # type: ignore[no-any-return]
+    return count_verdicts([status for _, status in statuses.items()])
+
+
+def count_verdicts(values: Sequence[Status]) -> list[tuple[Status, int]]:
+    """Nodes rejected alike share one status object (vectorised filters, ``Status.with_plugin``), so
+    thousands of verdicts are counted by identity first and only the few distinct objects are compared
+    by value."""
+    objects = dict(zip(map(id, values), values, strict=True))
+    merged: dict[Status, int] = {}
+    for key, count in Counter(map(id, values)).items():
+        status = objects[key]
+        merged[status] = merged.get(status, 0) + count
+    return list(merged.items())
+
+
 class FitError(Exception):
     def __init__(self, pod: PodInfo, num_all_nodes: int, diagnosis: Diagnosis) -> None:
         super().__init__()
@@ -42,11 +64,9 @@ class FitError(Exception):
         statuses = self.diagnosis.node_statuses
         counted = 0
         if statuses is not None:
-            # nodes rejected for the same reasons mostly share one status: count the tuples first
-            per_status = Counter(status.reasons for _, status in statuses.items())
-            for texts, nodes in per_status.items():
+            for status, nodes in verdict_counts(statuses):
                 counted += nodes
-                for reason in texts:
+                for reason in status.reasons:
                     reasons[reason] += nodes
         absent = self.diagnosis.absent_status
         if absent is not None and counted < self.num_all_nodes:

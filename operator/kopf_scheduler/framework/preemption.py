@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
+from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, verdict_counts
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.extenders import ExtenderError
@@ -329,6 +329,8 @@ def _nodes_with_code(nodes: Sequence[NodeInfo], statuses: NodeStatusMap, code: C
     """The nodes whose verdict has ``code``, in snapshot order; nodes without a verdict have the map's
     ``absent`` status, when it has one (upstream's ``NodesForStatusCode``)."""
     absent: Status | None = getattr(statuses, "absent", None)
+    if (absent is None or absent.code != code) and all(s.code != code for s, _ in verdict_counts(statuses)):
+        return []  # e.g. every node rejected as unresolvable: no scan of thousands of verdicts
     verdicts = dict(statuses.items())
     if absent is not None and absent.code == code:
         return [n for n in nodes if verdicts.get(n.name, absent).code == code]

@@ -49,6 +49,11 @@ def _nodes(*statuses: Status) -> StatusMap:
             Diagnosis(_nodes(NAME, CPU, CPU)),
             "0/3 nodes are available: 1 node(s) didn't match the requested node name, 2 Insufficient cpu.",
         ),
+        (  # equal verdicts from different objects count together
+            2,
+            Diagnosis(_nodes(CPU, unschedulable("Insufficient cpu", plugin="NodeResourcesFit"))),
+            "0/2 nodes are available: 2 Insufficient cpu.",
+        ),
         (
             12,
             Diagnosis(_nodes(*[CORDONED] * 10, CPU, CPU)),

@@ -244,6 +244,50 @@ def test_lazy_status_equals_the_per_node_chain(
         assert framework.run_filter_chain(CycleState(), _pod(), snapshot.get(name)) == status  # type: ignore[arg-type]
 
 
+class VectorStatuses(VectorReject):
+    """Judges rejected rows in its vector form too: one status object for all of them; its per-node form
+    accepts the nodes in ``disagree``, for which the vector form says None (a plugin bug)."""
+
+    def __init__(
+        self, name: str, nodes: Iterable[str], snapshot: Snapshot, disagree: Iterable[str] = ()
+    ) -> None:
+        super().__init__(name, nodes, snapshot)
+        self.disagree = set(disagree)
+
+    def filter_statuses(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> list[Status | None]:
+        shared = unschedulable(f"rejected by {self.name}")
+        names = [self.snapshot.node_infos[r].name for r in rows.tolist()]
+        return [None if name in self.disagree else shared for name in names]
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        return None if node.name in self.disagree else super().filter(state, pod, node)
+
+
+def test_vector_statuses_name_their_plugin_and_are_counted_per_distinct_verdict() -> None:
+    snapshot = _snapshot()
+    plugin = VectorStatuses("V", ["n1", "n2", "n4"], snapshot)
+    outcome = _find(_framework(filter=[plugin]), snapshot, list(range(6)), 6)
+    rejected = unschedulable("rejected by V", plugin="V")
+    assert dict(outcome.statuses.items()) == dict.fromkeys(["n1", "n2", "n4"], rejected)
+    assert plugin.calls == []  # the vector form judged them all
+    assert outcome.statuses.verdict_counts() == [(rejected, 3)]
+    other = unresolvable("rejected by an extender", plugin="extender")
+    outcome.statuses.set("n2", other)
+    assert sorted(outcome.statuses.verdict_counts(), key=lambda c: c[1]) == [(other, 1), (rejected, 2)]
+
+
+def test_a_vector_verdict_that_disagrees_with_the_per_node_filter_is_an_error() -> None:
+    snapshot = _snapshot()
+    plugin = VectorStatuses("V", ["n1", "n2"], snapshot, disagree=["n2"])
+    outcome = _find(_framework(filter=[plugin]), snapshot, list(range(6)), 6)
+    assert outcome.statuses.get("n1") == unschedulable("rejected by V", plugin="V")
+    n2 = outcome.statuses.get("n2")
+    assert n2 is not None and n2.code == Code.ERROR
+    assert n2.message() == "vectorised filter 'V' rejected a node its filter accepts"
+
+
 def test_skipped_filter_plugins_do_not_run() -> None:
     snapshot = _snapshot()
     framework = _framework(filter=[Reject("F", NAMES)])

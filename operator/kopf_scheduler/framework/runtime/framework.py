@@ -19,6 +19,7 @@ import numpy as np
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
+from kopf_scheduler.framework.diagnosis import count_verdicts
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget, DisruptionBudgets
 from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.events import Action, ClusterEvent, HintFn, Resource
@@ -124,10 +125,12 @@ class NodeStatuses:
     #: a filter failed (an ``ERROR`` status): filtering stopped there and the cycle fails with it,
     #: as ``findNodesThatPassFilters`` stops on the first error upstream
     error: Status | None = None
+    _counts: list[tuple[Status, int]] | None = None
 
     def _resolve(self) -> None:
         if not self.pending:
             return
+        self._counts = None
         pending, self.pending = self.pending, []
         for group in pending:
             self._resolve_group(group)
@@ -140,6 +143,15 @@ class NodeStatuses:
             verdicts = plugin.filter_statuses(state, pod, self.snapshot.table, group.rows)  # type: ignore[attr-defined]
         except Exception as e:
             verdicts = [_call_error(plugin, "Filter", e)] * len(rows)
+        if not group.earlier and verdicts is not None:
+            # the plugin alone judged these rows, and few distinct verdict objects came back: each named
+            # once, then handed out by identity (thousands of rows for a pod that fits nowhere)
+            distinct = dict(zip(map(id, verdicts), verdicts, strict=True))
+            if id(None) not in distinct:
+                named = {key: found.with_plugin(plugin.name) for key, found in distinct.items()}
+                names = [infos[row].name for row in rows]
+                self.known.update(zip(names, map(named.__getitem__, map(id, verdicts)), strict=True))
+                return
         run_chain = self.framework.run_filters
         for i, row in enumerate(rows):
             node = infos[row]
@@ -160,10 +172,18 @@ class NodeStatuses:
         """Records (or replaces) a node's verdict: a filter extender's rejection."""
         self._resolve()
         self.known[name] = status
+        self._counts = None
 
     def items(self) -> Iterator[tuple[str, Status]]:
         self._resolve()
         return iter(list(self.known.items()))
+
+    def verdict_counts(self) -> list[tuple[Status, int]]:
+        """Each distinct verdict and how many nodes have it, counted once until a verdict changes."""
+        self._resolve()
+        if self._counts is None:
+            self._counts = count_verdicts(list(self.known.values()))
+        return self._counts
 
     def __len__(self) -> int:
         return len(self.known) + sum(len(group.rows) for group in self.pending)
