@@ -49,7 +49,7 @@ def _nodes(*statuses: Status) -> StatusMap:
             Diagnosis(_nodes(NAME, CPU, CPU)),
             "0/3 nodes are available: 1 node(s) didn't match the requested node name, 2 Insufficient cpu.",
         ),
-        (  # equal verdicts from different objects count together
+        (
             2,
             Diagnosis(_nodes(CPU, unschedulable("Insufficient cpu", plugin="NodeResourcesFit"))),
             "0/2 nodes are available: 2 Insufficient cpu.",
@@ -104,6 +104,7 @@ def _nodes(*statuses: Status) -> StatusMap:
     ],
     ids=[
         "histogram",
+        "equal-verdicts-counted-together",
         "sorted-as-strings",
         "node-counted-once-per-reason",
         "absent-nodes",
