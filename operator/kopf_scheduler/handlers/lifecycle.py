@@ -28,6 +28,28 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+class NoProgress(kopf.ProgressStorage):
+    """``on.event`` handlers keep no progress, yet Kopf cleans the (empty) diff base of progress marks on
+    every event: two deep copies, about 11 µs an event. This storage keeps nothing and cleans nothing."""
+
+    def fetch(self, *, key: kopf.HandlerId, body: kopf.Body) -> kopf.ProgressRecord | None:
+        return None
+
+    def store(
+        self, *, key: kopf.HandlerId, record: kopf.ProgressRecord, body: kopf.Body, patch: kopf.Patch
+    ) -> None:
+        return None
+
+    def purge(self, *, key: kopf.HandlerId, body: kopf.Body, patch: kopf.Patch) -> None:
+        return None
+
+    def touch(self, *, body: kopf.Body, patch: kopf.Patch, value: str | None) -> None:
+        return None
+
+    def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
+        return essence
+
+
 #: seconds a Kopf per-object worker waits for the object's next event before it ends
 KOPF_WORKER_IDLE_TIMEOUT = 0.5
 #: objects per page of Kopf's own lists
@@ -52,6 +74,7 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # permission deploy/rbac.yaml does not grant (Kopf would log 403 errors for a minute, then give up).
     settings.scanning.disabled = True
     settings.persistence.diffbase_storage = NoDiffBase()
+    settings.persistence.progress_storage = NoProgress()
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     # Kopf keeps a worker task per object until it has had no event for this long. A pod's events come
