@@ -1,9 +1,8 @@
 """The watch intake process of ``kopf-scheduler run`` (``python -m kopf_scheduler.handlers.intake``, started
 by ``intake_link``): Kopf watches pods, nodes, SchedulingProfiles, PodDisruptionBudgets and the kinds in
 ``WATCHED_KINDS``, with the settings of the scheduler's own watches, and one ``on.event`` handler per kind
-writes each event to the pipe the scheduling process reads (``intake_link.frame``). The frames of one
-turn of the event loop go out as one write (``_Pipe``): a write per event was a system call per event,
-a fifth of this process's CPU. Nothing is written to the API server; no Lease, no ports.
+writes each event to the pipe the scheduling process reads (``intake_link.FrameWriter``: the frames of
+one turn of the event loop in one write). Nothing is written to the API server; no Lease, no ports.
 
 It loads its modules at once, and watches only once the scheduling process says "go" on its stdin (when
 that has loaded its own lists). It ends with the scheduling process: killed by the kernel when that
@@ -14,7 +13,6 @@ breaks or stdin closes before "go".
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import os
 import signal
@@ -26,7 +24,7 @@ import kopf
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
 from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
-from kopf_scheduler.intake_link import NODES, PDBS, PODS, PROFILES, READY, channel, frame
+from kopf_scheduler.intake_link import NODES, PDBS, PODS, PROFILES, READY, FrameWriter, channel, frame
 
 #: (group, version, plural) of each watched resource and its channel
 RESOURCES: tuple[tuple[str, str, str, str], ...] = (
@@ -38,54 +36,25 @@ RESOURCES: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-class _Closed(asyncio.Protocol):
-    def connection_lost(self, exc: Exception | None) -> None:
-        os._exit(1)  # the scheduling process is gone: nothing to hand events to
-
-
-class _Pipe:
-    """The pipe to the scheduling process: frames queued in one turn of the event loop are written
-    together at the start of the next, in the order they were queued."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.WriteTransport | None = None
-        self._frames: list[bytes] = []
-
-    async def connect(self, fd: int) -> None:
-        loop = asyncio.get_running_loop()
-        self.transport, _ = await loop.connect_write_pipe(_Closed, os.fdopen(fd, "wb", buffering=0))
-
-    def send(self, data: bytes) -> None:
-        if not self._frames:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._frames.append(data)
-
-    def _flush(self) -> None:
-        frames, self._frames = self._frames, []
-        assert self.transport is not None
-        self.transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
-
-
 def registry_for(fd: int) -> kopf.OperatorRegistry:
     """Kopf's handlers of the intake process, writing to the pipe ``fd``."""
     registry = new_registry()
-    pipe = _Pipe()
+    pipe = FrameWriter()
 
     @kopf.on.startup(registry=registry)
     async def connect(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
-        await pipe.connect(fd)
+        await pipe.connect(fd, on_lost=lambda: os._exit(1))  # no one to hand events to
 
     for group, version, plural, name in RESOURCES:
-        kopf.on.event(group, version, plural, id=f"{plural}_intake", registry=registry)(
-            _forwarder(name, pipe)
-        )
+        handler = kopf.on.event(group, version, plural, id=f"{plural}_intake", registry=registry)
+        handler(_forwarder(name, pipe))
     return registry
 
 
-def _forwarder(name: str, pipe: _Pipe) -> Any:
+def _forwarder(name: str, pipe: FrameWriter) -> Any:
     async def forward(event: kopf.RawEvent, **_: Any) -> None:
-        pipe.send(frame(name, event["type"], event["object"]))
+        pipe.send(name, event["type"], event["object"])
 
     return forward
 

@@ -247,20 +247,15 @@ def test_the_intake_process_of_another_parent_exits_at_once() -> None:
     assert os.waitstatus_to_exitcode(status) == 1
 
 
-def test_the_intake_process_writes_a_turns_frames_together_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The intake process's pipe (``handlers.intake._Pipe``): the frames of handlers that ran in one turn
-    of its event loop leave in one write, and every frame arrives whole and in the order it was sent."""
-    from kopf_scheduler.handlers import intake
-
-    # the intake process exits when its pipe closes; this test closes it at the end
-    monkeypatch.setattr(intake._Closed, "connection_lost", lambda self, exc: None)
-
+def test_the_intake_process_writes_a_turns_frames_together_in_order() -> None:
+    """The intake process's end (``FrameWriter``): the frames of handlers that ran in one turn of its
+    event loop leave in one write, and every frame arrives whole and in the order it was sent."""
     read_fd, write_fd = os.pipe()
     sent = [("pods", "ADDED", {"metadata": {"name": f"p{i}"}}) for i in range(7)]
 
     async def run() -> int:
-        pipe = intake._Pipe()
-        await pipe.connect(write_fd)
+        pipe = intake_link.FrameWriter()
+        await pipe.connect(write_fd, on_lost=lambda: None)
         assert pipe.transport is not None
         writes = 0
         write = pipe.transport.write
@@ -272,10 +267,10 @@ def test_the_intake_process_writes_a_turns_frames_together_in_order(monkeypatch:
 
         pipe.transport.write = counted  # type: ignore[method-assign]
         for event in sent[:4]:  # one turn
-            pipe.send(intake_link.frame(*event))
+            pipe.send(*event)
         await asyncio.sleep(0)
         for event in sent[4:]:  # the next
-            pipe.send(intake_link.frame(*event))
+            pipe.send(*event)
         await asyncio.sleep(0.01)
         pipe.transport.close()
         return writes
