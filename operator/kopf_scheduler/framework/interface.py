@@ -186,10 +186,24 @@ class VectorFilter(abc.ABC):
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
-    ) -> list[Status | None] | None:
+    ) -> RowVerdicts | None:
         """Optional: the statuses ``filter`` returns for ``rows`` (rows ``filter_rows`` rejected), all at
         once. None (the default) means the runtime asks ``filter`` node by node, when a status is read."""
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class RowVerdicts:
+    """The statuses of many rows at once, as the few distinct ones and, for each row, which of them it
+    has: a pod that fits nowhere gets thousands of verdicts, most of them alike."""
+
+    #: the distinct statuses (None: the row passes)
+    distinct: list[Status | None]
+    #: aligned with the rows: the index in ``distinct`` of each row's status
+    which: np.ndarray
+
+    def __getitem__(self, i: int) -> Status | None:
+        return self.distinct[int(self.which[i])]
 
 
 @dataclass(slots=True)

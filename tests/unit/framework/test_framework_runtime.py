@@ -24,6 +24,7 @@ from kopf_scheduler.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ReservePlugin,
+    RowVerdicts,
     ScorePlugin,
     VectorFilter,
     VectorScore,
@@ -256,10 +257,10 @@ class VectorStatuses(VectorReject):
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
-    ) -> list[Status | None]:
+    ) -> RowVerdicts:
         shared = unschedulable(f"rejected by {self.name}")
         names = [self.snapshot.node_infos[r].name for r in rows.tolist()]
-        return [None if name in self.disagree else shared for name in names]
+        return RowVerdicts([shared, None], np.array([name in self.disagree for name in names], dtype=np.intp))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         return None if node.name in self.disagree else super().filter(state, pod, node)
@@ -270,6 +271,10 @@ def test_vector_statuses_name_their_plugin_and_are_counted_per_distinct_verdict(
     plugin = VectorStatuses("V", ["n1", "n2", "n4"], snapshot)
     outcome = _find(_framework(filter=[plugin]), snapshot, list(range(6)), 6)
     rejected = unschedulable("rejected by V", plugin="V")
+    assert outcome.statuses.verdict_counts() == [(rejected, 3)]  # counted before any node is read
+    assert len(outcome.statuses) == 3
+    assert outcome.statuses.get("n4") == rejected
+    assert outcome.statuses.get("n0") is None
     assert dict(outcome.statuses.items()) == dict.fromkeys(["n1", "n2", "n4"], rejected)
     assert plugin.calls == []  # the vector form judged them all
     assert outcome.statuses.verdict_counts() == [(rejected, 3)]

@@ -163,7 +163,7 @@ def test_filter(
     if statuses is None:  # only when no node has a requested resource: the runtime asks filter instead
         assert any(name not in snapshot.table.column for name in pod_info.requests)
     else:
-        assert statuses == [expected]
+        assert statuses[0] == expected
 
 
 def test_filter_statuses_of_many_nodes_match_filter_node_by_node() -> None:
@@ -189,9 +189,14 @@ def test_filter_statuses_of_many_nodes_match_filter_node_by_node() -> None:
     plugin.pre_filter(state, incoming, infos)
     rows = np.arange(len(infos))
     statuses = plugin.filter_statuses(state, incoming, snapshot.table, rows)
-    assert statuses == [plugin.filter(state, incoming, info) for info in snapshot.node_infos]
-    assert statuses is not None and statuses[0] is statuses[3]
-    assert statuses[5] is not None and statuses[5].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert statuses is not None
+    assert [statuses[i] for i in rows] == [
+        plugin.filter(state, incoming, info) for info in snapshot.node_infos
+    ]
+    assert statuses[0] is statuses[3]
+    assert len(statuses.distinct) == 5  # cpu, pods, both, fits (None), unresolvable cpu
+    unresolvable = statuses[5]
+    assert unresolvable is not None and unresolvable.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 # -- score ----------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from kopf_scheduler.framework.interface import (
     PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    RowVerdicts,
     ScorePlugin,
     SnapshotLister,
     VectorFilter,
@@ -102,13 +103,24 @@ class Rejected:
 
 
 @dataclass(slots=True)
+class Judged:
+    """Rows a vectorised filter judged alone, and their verdicts: ``verdicts[which[i]]`` is row ``i``'s."""
+
+    rows: np.ndarray
+    which: np.ndarray
+    verdicts: list[Status]
+
+
+@dataclass(slots=True)
 class NodeStatuses:
     """Filter verdicts for the nodes filtering examined and rejected (upstream's ``NodeToStatus``).
 
     Statuses of nodes that a vectorised filter rejected are computed on first access, by that plugin
     alone (its vectorised ``filter_statuses`` when it has one) after the per-node filters ahead of it in
     the chain (those run during filtering already, where an error must stop it, and are then left out),
-    so a pod that fits pays nothing for them and one that does not pays little.
+    so a pod that fits pays nothing for them and one that does not pays little. Verdicts the vectorised
+    form gave alone stay in that compact form (``bulk``) until a reader asks node by node: counting
+    them, as the failure message, the queue and preemption do, needs no per-node entry.
     """
 
     framework: Framework
@@ -119,6 +131,8 @@ class NodeStatuses:
     known: dict[str, Status] = field(default_factory=dict)
     #: rows rejected by vectorised filters whose statuses are not computed yet
     pending: list[Rejected] = field(default_factory=list)
+    #: rows a vectorised filter judged alone, with their verdicts
+    bulk: list[Judged] = field(default_factory=list)
     #: the status of every node not examined at all (e.g. outside a pre-filter result)
     absent: Status | None = None
     absent_count: int = 0
@@ -138,22 +152,18 @@ class NodeStatuses:
     def _resolve_group(self, group: Rejected) -> None:
         infos = self.snapshot.node_infos
         state, pod, plugin = self.state, self.pod, group.plugin
-        rows = group.rows.tolist()
         try:
             verdicts = plugin.filter_statuses(state, pod, self.snapshot.table, group.rows)  # type: ignore[attr-defined]
         except Exception as e:
-            verdicts = [_call_error(plugin, "Filter", e)] * len(rows)
-        if not group.earlier and verdicts is not None:
-            # the plugin alone judged these rows, and few distinct verdict objects came back: each named
-            # once, then handed out by identity (thousands of rows for a pod that fits nowhere)
-            distinct = dict(zip(map(id, verdicts), verdicts, strict=True))
-            if id(None) not in distinct:
-                named = {key: found.with_plugin(plugin.name) for key, found in distinct.items()}
-                names = [infos[row].name for row in rows]
-                self.known.update(zip(names, map(named.__getitem__, map(id, verdicts)), strict=True))
-                return
+            failure = _call_error(plugin, "Filter", e)
+            verdicts = RowVerdicts([failure], np.zeros(len(group.rows), dtype=np.intp))
+        if not group.earlier and verdicts is not None and None not in verdicts.distinct:
+            # the plugin alone judged these rows: each distinct verdict named once, kept compact
+            named = [found.with_plugin(plugin.name) for found in verdicts.distinct if found is not None]
+            self.bulk.append(Judged(group.rows, verdicts.which, named))
+            return
         run_chain = self.framework.run_filters
-        for i, row in enumerate(rows):
+        for i, row in enumerate(group.rows.tolist()):
             node = infos[row]
             status = run_chain(group.earlier, state, pod, node) if group.earlier else None
             if status is None and verdicts is None:
@@ -164,29 +174,46 @@ class NodeStatuses:
                 status = error(f"vectorised filter {plugin.name!r} rejected a node its filter accepts")
             self.known[node.name] = status
 
-    def get(self, name: str) -> Status | None:
+    def _expand(self) -> None:
+        """Every verdict as a per-node entry (for readers by node name)."""
         self._resolve()
+        infos = self.snapshot.node_infos
+        for judged in self.bulk:
+            names = [infos[row].name for row in judged.rows.tolist()]
+            verdicts = judged.verdicts
+            self.known.update(zip(names, [verdicts[i] for i in judged.which.tolist()], strict=True))
+        self.bulk.clear()
+
+    def get(self, name: str) -> Status | None:
+        self._expand()
         return self.known.get(name)
 
     def set(self, name: str, status: Status) -> None:
         """Records (or replaces) a node's verdict: a filter extender's rejection."""
-        self._resolve()
+        self._expand()
         self.known[name] = status
         self._counts = None
 
     def items(self) -> Iterator[tuple[str, Status]]:
-        self._resolve()
+        self._expand()
         return iter(list(self.known.items()))
 
     def verdict_counts(self) -> list[tuple[Status, int]]:
         """Each distinct verdict and how many nodes have it, counted once until a verdict changes."""
         self._resolve()
         if self._counts is None:
-            self._counts = count_verdicts(list(self.known.values()))
+            merged = dict(count_verdicts(list(self.known.values())))
+            for judged in self.bulk:
+                counts = np.bincount(judged.which, minlength=len(judged.verdicts)).tolist()
+                for status, count in zip(judged.verdicts, counts, strict=True):
+                    if count:
+                        merged[status] = merged.get(status, 0) + count
+            self._counts = list(merged.items())
         return self._counts
 
     def __len__(self) -> int:
-        return len(self.known) + sum(len(group.rows) for group in self.pending)
+        judged = sum(len(judged.rows) for judged in self.bulk)
+        return len(self.known) + judged + sum(len(group.rows) for group in self.pending)
 
     def total_rejected(self) -> int:
         return len(self) + self.absent_count

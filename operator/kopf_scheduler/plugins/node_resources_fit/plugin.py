@@ -27,6 +27,7 @@ from kopf_scheduler.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     QueueingHint,
+    RowVerdicts,
     ScorePlugin,
     VectorFilter,
     VectorScore,
@@ -140,7 +141,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
-    ) -> list[Status | None] | None:
+    ) -> RowVerdicts | None:
         amounts = self._request(state, pod).amounts
         flags = [table.pod_count[rows] + 1 > table.allowed_pods[rows]]
         unresolvable = np.zeros(len(rows), dtype=bool)
@@ -162,7 +163,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
             reasons = tuple(text for bit, text in enumerate(texts) if key >> bit & 1)
             code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key >> len(flags) & 1 else Code.UNSCHEDULABLE
             made.append(Status(code, reasons) if reasons else None)
-        return [made[i] for i in which.tolist()]
+        return RowVerdicts(made, which)
 
     # -- score -----------------------------------------------------------------------------------------
     def _pod_scoring_requests(self, pod: PodInfo) -> list[int]:
