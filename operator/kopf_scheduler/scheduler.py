@@ -348,6 +348,8 @@ class Scheduler:
             known = self.cache.get_pod(str((raw.get("metadata") or {}).get("uid") or ""))
             if known is not None and _same_version(known.raw, raw) and not self.cache.is_assumed(known.uid):
                 return  # a re-list's copy of a bound pod held as it is: nothing to parse or recount
+            if parsed is None and known is not None and self.cache.is_assumed(known.uid):
+                parsed = known.confirmed(slim(raw))  # our binding confirmed: read once already
         pod = parsed if parsed is not None else self._parse(raw)
         if pod is None:
             return

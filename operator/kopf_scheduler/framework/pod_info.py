@@ -229,8 +229,41 @@ class PodInfo:
             clone.raw = raw
         return clone
 
+    def confirmed(self, raw: Mapping[str, Any]) -> PodInfo | None:
+        """This pod as its bound version ``raw`` reads, without reading it again: None unless ``raw``
+        differs from the version this was read from only where a binding changes a pod (``spec.nodeName``,
+        ``status.conditions``, and metadata nothing here reads, such as ``resourceVersion``)."""
+        old_meta, new_meta = self.raw.get("metadata") or {}, raw.get("metadata") or {}
+        if any(old_meta.get(key) != new_meta.get(key) for key in _READ_METADATA):
+            return None
+        spec = raw.get("spec") or {}
+        node_name = spec.get("nodeName")
+        if not node_name or {**(self.raw.get("spec") or {}), "nodeName": node_name} != spec:
+            return None
+        if _but_conditions(self.raw.get("status")) != _but_conditions(raw.get("status")):
+            return None
+        return self.bound_to(node_name, raw)
+
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
+
+
+#: the metadata ``PodInfo`` reads (the rest of the object it reads from ``spec`` and ``status``)
+_READ_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "labels",
+    "annotations",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+
+
+def _but_conditions(status: Any) -> Any:
+    if not isinstance(status, Mapping) or "conditions" not in status:
+        return status or {}
+    return {key: value for key, value in status.items() if key != "conditions"}
 
 
 @dataclass(slots=True, eq=False)

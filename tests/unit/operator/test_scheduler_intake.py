@@ -211,3 +211,42 @@ async def test_a_relisted_copy_of_a_held_node_or_bound_pod_changes_nothing() -> 
     scheduler.cache.update_snapshot(scheduler.snapshot)
     after = scheduler.snapshot.get("n2")
     assert after is not before and after is not None and after.requested["cpu"] == 2000
+
+
+def _bound(pod: dict[str, Any], node: str, version: str = "2") -> dict[str, Any]:
+    """``pod`` as the API server has it after a binding: the node, the PodScheduled condition, a new
+    resourceVersion."""
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = node
+    bound.setdefault("status", {})["conditions"] = [{"type": "PodScheduled", "status": "True"}]
+    bound["metadata"]["resourceVersion"] = version
+    return bound
+
+
+async def test_a_confirmed_binding_holds_the_bound_version_as_a_fresh_read_would() -> None:
+    scheduler, client = _scheduler()
+    pod = make_pod().name("p").scheduler_name("kopf-scheduler").req(cpu="1").label("app", "a").obj()
+    scheduler.add_pod(pod)
+    await _drain(scheduler)
+    assert client.bound == [("default/p", "n1")]
+    uid = pod["metadata"]["uid"]
+    assert scheduler.cache.is_assumed(uid)
+    bound = _bound(pod, "n1")
+    scheduler.update_pod(None, bound)
+    held = scheduler.cache.get_pod(uid)
+    assert held is not None and not scheduler.cache.is_assumed(uid)
+    assert held.raw["metadata"]["resourceVersion"] == "2"
+    assert (held.node_name, held.labels, held.requests) == ("n1", {"app": "a"}, {"cpu": 1000})
+    assert scheduler.cache.node_info("n1").requested["cpu"] == 1000
+
+
+async def test_a_binding_confirmed_with_other_labels_is_read_again() -> None:
+    scheduler, _client = _scheduler()
+    pod = make_pod().name("p").scheduler_name("kopf-scheduler").label("app", "a").obj()
+    scheduler.add_pod(pod)
+    await _drain(scheduler)
+    bound = _bound(pod, "n1")
+    bound["metadata"]["labels"] = {"app": "b"}
+    scheduler.update_pod(None, bound)
+    held = scheduler.cache.get_pod(pod["metadata"]["uid"])
+    assert held is not None and held.labels == {"app": "b"}
