@@ -6,7 +6,8 @@ per-object workers, JSON decoding, handler invocation) cost the scheduling loop 
 scheduling cycle itself. That process sends each event as one frame on a pipe: a 4-byte length, then the
 pickled ``(channel, event type, object)``, the object without ``metadata.managedFields``. Here frames are
 read as the pipe becomes readable, a bounded amount per turn of the event loop, and handed to the
-service's event methods in the order they were sent (per object, the order of its watch).
+service's event methods in the order they were sent (per object, the order of its watch). ``WATCHES``
+lists the watched resources once, for both ends and for the one-process handlers.
 
 Guards: the intake process is started while the service loads its initial lists and watches only once
 they are loaded (``go``), before the service leads, as Kopf's watches started only after the start-up
@@ -25,9 +26,11 @@ import os
 import pickle
 import struct
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
 from kopf_scheduler.framework.objects import WATCHED_KINDS, ObjectKind
 from kopf_scheduler.framework.slim import slim
 
@@ -105,6 +108,38 @@ class EventSink(Protocol):
     async def profile_event(self, kind: str | None, obj: Mapping[str, Any]) -> None: ...
 
 
+#: (the sink, the event type or None for a listed object, the object): a coroutine when the sink's
+#: method is one (SchedulingProfiles: handled one at a time, in order), else None
+Deliver = Callable[[EventSink, str | None, Mapping[str, Any]], Coroutine[Any, Any, None] | None]
+
+
+@dataclass(frozen=True)
+class Watch:
+    """A watched resource: where Kopf watches it, its channel on the pipe, and which method of the sink
+    its events go to. ``WATCHES`` is the one list of them: the intake process registers a handler for
+    each, this end routes each channel, and ``kopf run -m kopf_scheduler.handlers`` (one process)
+    registers the same handlers calling the sink directly."""
+
+    group: str
+    version: str
+    plural: str
+    channel: str
+    deliver: Deliver
+
+
+def _objects(kind: ObjectKind[Any]) -> Deliver:
+    return lambda sink, event, obj: sink.object_event(kind, event, obj)
+
+
+WATCHES: tuple[Watch, ...] = (
+    Watch("", "v1", "pods", PODS, lambda sink, event, obj: sink.pod_event(event, obj)),
+    Watch("", "v1", "nodes", NODES, lambda sink, event, obj: sink.node_event(event, obj)),
+    Watch("policy", "v1", "poddisruptionbudgets", PDBS, lambda sink, event, obj: sink.pdb_event(event, obj)),
+    Watch(GROUP, VERSION, PLURAL, PROFILES, lambda sink, event, obj: sink.profile_event(event, obj)),
+    *(Watch(kind.group, kind.version, kind.plural, channel(kind), _objects(kind)) for kind in WATCHED_KINDS),
+)
+
+
 class IntakeLink:
     """Starts the intake process, feeds its events to ``sink``, and stops it."""
 
@@ -121,22 +156,9 @@ class IntakeLink:
         self._buffer = bytearray()
         self._waiter: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
-        self._profiles = asyncio.Lock()  # profile events: one at a time, in order
-        self._profile_tasks: set[asyncio.Task[None]] = set()
-        self._handlers: dict[str, Callable[[str | None, Mapping[str, Any]], None]] = {
-            PODS: sink.pod_event,
-            NODES: sink.node_event,
-            PDBS: sink.pdb_event,
-            PROFILES: self._profile_event,
-        }
-        for kind in WATCHED_KINDS:
-            self._handlers[channel(kind)] = self._object_handler(kind)
-
-    def _object_handler(self, kind: ObjectKind[Any]) -> Callable[[str | None, Mapping[str, Any]], None]:
-        def handle(event: str | None, obj: Mapping[str, Any]) -> None:
-            self.sink.object_event(kind, event, obj)
-
-        return handle
+        self._serial = asyncio.Lock()  # the events handled by coroutines: one at a time, in order
+        self._serial_tasks: set[asyncio.Task[None]] = set()
+        self._routes: dict[str, Watch] = {watch.channel: watch for watch in WATCHES}
 
     @property
     def pid(self) -> int | None:
@@ -209,28 +231,26 @@ class IntakeLink:
             if self._ready is not None and not self._ready.done():
                 self._ready.set_result(None)
             return
-        handler = self._handlers.get(name)
-        if handler is None:
+        watch = self._routes.get(name)
+        if watch is None:
             log.warning("watch intake: an event on an unknown channel %r, ignored", name)
             return
         try:
-            handler(event, obj)
+            later = watch.deliver(self.sink, event, obj)
         except Exception:  # one bad event costs that event, not the intake
             log.exception("watch intake: handling a %s event of %s failed", event or "LISTED", name)
+            return
+        if later is not None:
+            task = asyncio.create_task(self._in_turn(later, event, name), name=f"{name}-event")
+            self._serial_tasks.add(task)
+            task.add_done_callback(self._serial_tasks.discard)
 
-    def _profile_event(self, event: str | None, obj: Mapping[str, Any]) -> None:
-        task = asyncio.create_task(self._one_profile_event(event, obj), name="profile-event")
-        self._profile_tasks.add(task)
-        task.add_done_callback(self._profile_tasks.discard)
-
-    async def _one_profile_event(self, event: str | None, obj: Mapping[str, Any]) -> None:
-        async with self._profiles:
+    async def _in_turn(self, later: Coroutine[Any, Any, None], event: str | None, name: str) -> None:
+        async with self._serial:
             try:
-                await self.sink.profile_event(event, obj)
+                await later
             except Exception:
-                log.exception(
-                    "watch intake: handling a %s event of a SchedulingProfile failed", event or "LISTED"
-                )
+                log.exception("watch intake: handling a %s event of %s failed", event or "LISTED", name)
 
     def _close_pipe(self) -> None:
         if self._fd >= 0:
@@ -255,5 +275,5 @@ class IntakeLink:
                 await process.wait()
         if self._waiter is not None:
             await self._waiter
-        for task in list(self._profile_tasks):
+        for task in list(self._serial_tasks):
             task.cancel()

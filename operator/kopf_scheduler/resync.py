@@ -40,9 +40,13 @@ class Resync:
         *,
         quiet: float = DEFAULT_QUIET,
         clock: Callable[[], float] = time.monotonic,
+        on_pod_gone: Callable[[str], object] | None = None,
     ) -> None:
+        """``on_pod_gone``: called with the uid of each pod dropped, as a DELETED event would be handled
+        (the service forgets what it kept to write about the pod)."""
         self.scheduler = scheduler
         self.list_objects = list_objects
+        self.on_pod_gone = on_pod_gone
         self.quiet = quiet
         self.clock = clock
         #: the last time an event about each pod (by uid) and node (by name) was received
@@ -116,6 +120,8 @@ class Resync:
         for pod in gone_pods:
             self.scheduler.delete_pod(pod.raw)
             self.pod_gone(pod.uid)
+            if self.on_pod_gone is not None:
+                self.on_pod_gone(pod.uid)
         for name in gone_nodes:
             self.scheduler.delete_node(name)
             self.node_gone(name)

@@ -172,6 +172,7 @@ class SchedulerService:
         self.resync = Resync(
             self.scheduler,
             lambda path: self.client.list_metadata(path, page_size=RESYNC_PAGE, pause=RESYNC_PAUSE),
+            on_pod_gone=self.client.pod_deleted,
         )
         self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(

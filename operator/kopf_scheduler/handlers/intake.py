@@ -1,8 +1,9 @@
 """The watch intake process of ``kopf-scheduler run`` (``python -m kopf_scheduler.handlers.intake``, started
-by ``intake_link``): Kopf watches pods, nodes, SchedulingProfiles, PodDisruptionBudgets and the kinds in
-``WATCHED_KINDS``, with the settings of the scheduler's own watches, and one ``on.event`` handler per kind
-writes each event to the pipe the scheduling process reads (``intake_link.FrameWriter``: the frames of
-one turn of the event loop in one write). Nothing is written to the API server; no Lease, no ports.
+by ``intake_link``): Kopf watches the resources of ``intake_link.WATCHES`` (pods, nodes,
+SchedulingProfiles, PodDisruptionBudgets and the kinds in ``WATCHED_KINDS``), with the settings of the
+scheduler's own watches, and one ``on.event`` handler per kind writes each event to the pipe the
+scheduling process reads (``intake_link.FrameWriter``: the frames of one turn of the event loop in one
+write). Nothing is written to the API server; no Lease, no ports.
 
 It loads its modules at once, and watches only once the scheduling process says "go" on its stdin (when
 that has loaded its own lists). It ends with the scheduling process: killed by the kernel when that
@@ -21,19 +22,8 @@ from typing import Any
 
 import kopf
 
-from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
-from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
-from kopf_scheduler.intake_link import NODES, PDBS, PODS, PROFILES, READY, FrameWriter, channel, frame
-
-#: (group, version, plural) of each watched resource and its channel
-RESOURCES: tuple[tuple[str, str, str, str], ...] = (
-    ("", "v1", "pods", PODS),
-    ("", "v1", "nodes", NODES),
-    ("policy", "v1", "poddisruptionbudgets", PDBS),
-    (GROUP, VERSION, PLURAL, PROFILES),
-    *((kind.group, kind.version, kind.plural, channel(kind)) for kind in WATCHED_KINDS),
-)
+from kopf_scheduler.intake_link import READY, WATCHES, FrameWriter, frame
 
 
 def registry_for(fd: int) -> kopf.OperatorRegistry:
@@ -46,9 +36,11 @@ def registry_for(fd: int) -> kopf.OperatorRegistry:
         configure(settings)
         await pipe.connect(fd, on_lost=lambda: os._exit(1))  # no one to hand events to
 
-    for group, version, plural, name in RESOURCES:
-        handler = kopf.on.event(group, version, plural, id=f"{plural}_intake", registry=registry)
-        handler(_forwarder(name, pipe))
+    for watch in WATCHES:
+        handler = kopf.on.event(
+            watch.group, watch.version, watch.plural, id=f"{watch.plural}_intake", registry=registry
+        )
+        handler(_forwarder(watch.channel, pipe))
     return registry
 
 

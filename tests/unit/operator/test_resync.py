@@ -82,9 +82,11 @@ async def test_objects_missing_from_the_list_are_dropped() -> None:
     scheduler, objects = _setup()
     cluster = _Cluster([objects["n1"]], [objects["running"], objects["pending"]])
     clock = _Clock()
-    resync = Resync(scheduler, cluster.list_objects, clock=clock)
+    forgotten: list[str] = []
+    resync = Resync(scheduler, cluster.list_objects, clock=clock, on_pod_gone=forgotten.append)
     clock.now = 200.0
     assert await resync.reconcile() == (2, 1, 0)
+    assert sorted(forgotten) == sorted([_uid(objects["stale"]), _uid(objects["pending-stale"])])
     assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
     assert scheduler.cache.node_info("n1") is not None and scheduler.cache.node_info("n2") is None
     assert scheduler.cache.node_info("n1").requested.get("cpu") == 1000  # the stale pod no longer counts
