@@ -22,7 +22,7 @@ from typing import Any
 
 import kopf
 
-from kopf_scheduler.handlers.lifecycle import configure, new_registry
+from kopf_scheduler.handlers.lifecycle import configure, new_registry, run_operator
 from kopf_scheduler.intake_link import READY, WATCHES, FrameWriter, frame
 
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if not sys.stdin.buffer.readline():  # "go": the scheduling process has loaded its lists
         return 0
     kopf.configure(verbose=args.verbose)
-    kopf.run(registry=registry_for(args.fd), clusterwide=True, standalone=True)
+    run_operator(registry=registry_for(args.fd), clusterwide=True, standalone=True)
     return 0
 
 
