@@ -8,7 +8,6 @@ import logging
 from typing import Any
 
 import kopf
-import uvloop
 
 from kopf_scheduler.intake_link import IntakeLink
 from kopf_scheduler.service import SchedulerService, ServiceConfig
@@ -55,13 +54,6 @@ class NoProgress(kopf.ProgressStorage):
 KOPF_WORKER_IDLE_TIMEOUT = 0.5
 #: objects per page of Kopf's own lists
 KOPF_LIST_CHUNK = 500
-
-
-def run_operator(**options: Any) -> None:
-    """``kopf.run(**options)`` on a uvloop event loop, as Kopf's own CLI runs when uvloop is installed:
-    its sockets, TLS and pipes cost less CPU per watch event and per API call than asyncio's."""
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        kopf.run(loop=runner.get_loop(), **options)
 
 
 def new_registry() -> kopf.OperatorRegistry:

@@ -42,7 +42,7 @@ def main(verbose: bool = False, liveness_port: int = 8080, metrics_port: int | N
     kopf.on.startup(registry=registry)(lifecycle.start)
     kopf.on.cleanup(registry=registry)(lifecycle.stop)
     kopf.on.probe(id="scheduler", registry=registry)(lifecycle.health)
-    lifecycle.run_operator(
+    kopf.run(
         registry=registry,
         clusterwide=True,
         standalone=True,
