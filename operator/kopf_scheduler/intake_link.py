@@ -244,6 +244,7 @@ class IntakeLink:
             task = asyncio.create_task(self._in_turn(later, event, name), name=f"{name}-event")
             self._serial_tasks.add(task)
             task.add_done_callback(self._serial_tasks.discard)
+            task.add_done_callback(lambda _: later.close())  # cancelled before its turn: never awaited
 
     async def _in_turn(self, later: Coroutine[Any, Any, None], event: str | None, name: str) -> None:
         async with self._serial:
