@@ -17,7 +17,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kopf_scheduler.framework.client import APIError
@@ -40,13 +40,14 @@ class Resync:
         *,
         quiet: float = DEFAULT_QUIET,
         clock: Callable[[], float] = time.monotonic,
-        on_pod_gone: Callable[[str], object] | None = None,
+        forget_pod: Callable[[Mapping[str, Any]], object] | None = None,
     ) -> None:
-        """``on_pod_gone``: called with the uid of each pod dropped, as a DELETED event would be handled
-        (the service forgets what it kept to write about the pod)."""
+        """``forget_pod``: what drops a pod the list no longer has, given the pod as last seen; the service
+        passes its handling of a DELETED pod, so both ways a pod goes are one. By default the pod is
+        dropped from the scheduler and from what this resync heard of."""
         self.scheduler = scheduler
         self.list_objects = list_objects
-        self.on_pod_gone = on_pod_gone
+        self.forget_pod = forget_pod or self._drop_pod
         self.quiet = quiet
         self.clock = clock
         #: the last time an event about each pod (by uid) and node (by name) was received
@@ -67,6 +68,10 @@ class Resync:
 
     def pod_gone(self, uid: str) -> None:
         self._pods_seen.pop(uid, None)
+
+    def _drop_pod(self, raw: Mapping[str, Any]) -> None:
+        self.scheduler.delete_pod(raw)
+        self.pod_gone(str((raw.get("metadata") or {}).get("uid") or ""))
 
     def node_seen(self, name: str, listed: bool) -> None:
         self._nodes_seen[name] = self.clock()
@@ -118,10 +123,7 @@ class Resync:
             if pod.uid not in pods and self._pods_seen.get(pod.uid, -math.inf) < asked
         ]
         for pod in gone_pods:
-            self.scheduler.delete_pod(pod.raw)
-            self.pod_gone(pod.uid)
-            if self.on_pod_gone is not None:
-                self.on_pod_gone(pod.uid)
+            self.forget_pod(pod.raw)
         for name in gone_nodes:
             self.scheduler.delete_node(name)
             self.node_gone(name)

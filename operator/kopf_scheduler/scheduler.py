@@ -346,10 +346,12 @@ class Scheduler:
     ) -> None:
         if _is_assigned(raw):
             known = self.cache.get_pod(str((raw.get("metadata") or {}).get("uid") or ""))
-            if known is not None and _same_version(known.raw, raw) and not self.cache.is_assumed(known.uid):
-                return  # a re-list's copy of a bound pod held as it is: nothing to parse or recount
-            if parsed is None and known is not None and self.cache.is_assumed(known.uid):
-                parsed = known.confirmed(slim(raw))  # our binding confirmed: read once already
+            if known is not None:
+                if not self.cache.is_assumed(known.uid):
+                    if _same_version(known.raw, raw):
+                        return  # a re-list's copy of a bound pod held as it is: nothing to parse or recount
+                elif parsed is None:
+                    parsed = known.confirmed(slim(raw))  # our binding confirmed: read once already
         pod = parsed if parsed is not None else self._parse(raw)
         if pod is None:
             return

@@ -172,7 +172,7 @@ class SchedulerService:
         self.resync = Resync(
             self.scheduler,
             lambda path: self.client.list_metadata(path, page_size=RESYNC_PAGE, pause=RESYNC_PAUSE),
-            on_pod_gone=self.client.pod_deleted,
+            forget_pod=self.pod_deleted,
         )
         self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(
@@ -368,12 +368,18 @@ class SchedulerService:
     def pod_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         if kind == "DELETED":
-            self.resync.pod_gone(uid)
-            self.scheduler.delete_pod(obj)
-            self.client.pod_deleted(uid)
+            self.pod_deleted(obj)
         else:
             self.resync.pod_seen(uid, listed=kind is None)
             self.scheduler.update_pod(None, obj)
+
+    def pod_deleted(self, obj: Mapping[str, Any]) -> None:
+        """A pod that is gone, by its DELETED event or by the resync's list: the scheduler, the resync and
+        what the client kept to write about it (events, status) forget it."""
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        self.resync.pod_gone(uid)
+        self.scheduler.delete_pod(obj)
+        self.client.pod_deleted(uid)
 
     def object_event(self, kind: ObjectKind[Any], event: str | None, obj: Mapping[str, Any]) -> None:
         """A watch event of one of the other kinds the scheduler reads (``framework.objects``)."""

@@ -6,7 +6,7 @@ message appended)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.interface import NodeStatusMap
@@ -45,9 +45,13 @@ def count_verdicts(values: Sequence[Status]) -> list[tuple[Status, int]]:
     thousands of verdicts are counted by identity first and only the few distinct objects are compared
     by value."""
     objects = dict(zip(map(id, values), values, strict=True))
+    return merge_counts((objects[key], count) for key, count in Counter(map(id, values)).items())
+
+
+def merge_counts(pairs: Iterable[tuple[Status, int]]) -> list[tuple[Status, int]]:
+    """Verdicts and their counts, the counts of verdicts equal by value (distinct objects) added up."""
     merged: dict[Status, int] = {}
-    for key, count in Counter(map(id, values)).items():
-        status = objects[key]
+    for status, count in pairs:
         merged[status] = merged.get(status, 0) + count
     return list(merged.items())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from kopf_scheduler.api.profile import ProfileSpec
@@ -82,17 +83,33 @@ async def test_objects_missing_from_the_list_are_dropped() -> None:
     scheduler, objects = _setup()
     cluster = _Cluster([objects["n1"]], [objects["running"], objects["pending"]])
     clock = _Clock()
-    forgotten: list[str] = []
-    resync = Resync(scheduler, cluster.list_objects, clock=clock, on_pod_gone=forgotten.append)
+    resync = Resync(scheduler, cluster.list_objects, clock=clock)
     clock.now = 200.0
     assert await resync.reconcile() == (2, 1, 0)
-    assert sorted(forgotten) == sorted([_uid(objects["stale"]), _uid(objects["pending-stale"])])
     assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
     assert scheduler.cache.node_info("n1") is not None and scheduler.cache.node_info("n2") is None
     assert scheduler.cache.node_info("n1").requested.get("cpu") == 1000  # the stale pod no longer counts
     assert _uid(objects["pending-stale"]) not in scheduler.queue
     assert _uid(objects["pending"]) in scheduler.queue
     assert scheduler.cache.get_pod(_uid(objects["running"])) is not None
+
+
+async def test_a_pod_missing_from_the_list_is_forgotten_as_its_deleted_event_would_be() -> None:
+    scheduler, objects = _setup()
+    cluster = _Cluster([objects["n1"], objects["n2"]], [objects["running"], objects["pending"]])
+    clock = _Clock()
+    forgotten: list[str] = []
+
+    def deleted(raw: Mapping[str, Any]) -> None:  # the service's handling of a DELETED pod
+        forgotten.append(_uid(dict(raw)))
+        scheduler.delete_pod(raw)
+
+    resync = Resync(scheduler, cluster.list_objects, clock=clock, forget_pod=deleted)
+    clock.now = 200.0
+    assert await resync.reconcile() == (2, 0, 0)
+    assert sorted(forgotten) == sorted([_uid(objects["stale"]), _uid(objects["pending-stale"])])
+    assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
+    assert _uid(objects["pending-stale"]) not in scheduler.queue
 
 
 async def test_what_is_heard_of_after_the_list_was_asked_for_stays() -> None:

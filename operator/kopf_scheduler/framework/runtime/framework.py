@@ -19,7 +19,7 @@ import numpy as np
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
-from kopf_scheduler.framework.diagnosis import count_verdicts
+from kopf_scheduler.framework.diagnosis import count_verdicts, merge_counts
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget, DisruptionBudgets
 from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.events import Action, ClusterEvent, HintFn, Resource
@@ -202,13 +202,11 @@ class NodeStatuses:
         """Each distinct verdict and how many nodes have it, counted once until a verdict changes."""
         self._resolve()
         if self._counts is None:
-            merged = dict(count_verdicts(list(self.known.values())))
+            pairs = count_verdicts(list(self.known.values()))
             for judged in self.bulk:
                 counts = np.bincount(judged.which, minlength=len(judged.verdicts)).tolist()
-                for status, count in zip(judged.verdicts, counts, strict=True):
-                    if count:
-                        merged[status] = merged.get(status, 0) + count
-            self._counts = list(merged.items())
+                pairs.extend((status, n) for status, n in zip(judged.verdicts, counts, strict=True) if n)
+            self._counts = merge_counts(pairs)
         return self._counts
 
     def __len__(self) -> int:
