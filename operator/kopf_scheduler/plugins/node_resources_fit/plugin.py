@@ -157,7 +157,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         for bit, flag in enumerate(flags):
             keys |= flag.astype(np.int64) << bit
         texts = (TOO_MANY_PODS, *(insufficient(name) for name, _ in amounts))
-        distinct, which = np.unique(keys, return_inverse=True)
+        distinct, which = _distinct(keys, 1 << (len(flags) + 1))
         made: list[Status | None] = []
         for key in distinct.tolist():
             reasons = tuple(text for bit, text in enumerate(texts) if key >> bit & 1)
@@ -244,3 +244,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
 
 def new(args: Args, handle: Any) -> NodeResourcesFit:
     return NodeResourcesFit(args)
+
+
+def _distinct(keys: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` for keys in ``[0, bound)``: counted, not sorted, when the
+    bound is small (a few resources), as it is for all but pods asking for many extended resources."""
+    if bound > len(keys) or bound > 1 << 16:
+        return np.unique(keys, return_inverse=True)  # type: ignore[no-any-return]
+    distinct = np.flatnonzero(np.bincount(keys, minlength=bound))
+    lookup = np.zeros(bound, dtype=np.intp)
+    lookup[distinct] = np.arange(len(distinct))
+    return distinct, lookup[keys]
