@@ -35,6 +35,8 @@ class NodeTable:
         #: ``NodeInfo.generation`` of each row: lets plugins refresh per-node caches for changed rows only.
         self.generation = np.zeros(0, dtype=np.int64)
         self.labels_version = 0
+        #: changes whenever rows move (nodes come or go): a per-row cache made before is row for row no more
+        self.layout = 0
         self._memo: dict[Any, Any] = {}
 
     def reorder(self, size: int, rows_to: Sequence[int], rows_from: Sequence[int]) -> None:
@@ -50,6 +52,7 @@ class NodeTable:
             new[to] = old[frm]
             setattr(self, attr, new)
         self.size = size
+        self.layout += 1
         self.bump_labels_version()
 
     def ensure_resource(self, name: str) -> int:

@@ -20,6 +20,7 @@ from kopf_scheduler.framework.objects import Namespace
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error
 from kopf_scheduler.plugins import inter_pod_affinity as ipa
+from kopf_scheduler.plugins.inter_pod_affinity import index as index_module
 from kopf_scheduler.plugins.inter_pod_affinity.plugin import _FILTER_KEY
 
 AFFINITY = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH,))
@@ -846,6 +847,36 @@ def test_nominated_pod_is_counted_through_add_pod() -> None:
     assert plugin.filter_rows(clone, incoming, snapshot.table, all_rows(snapshot)).tolist() == [False, True]
     assert plugin.filter(clone, incoming, snapshot.get("a")) == ANTI
     assert plugin.filter(state, incoming, snapshot.get("a")) is None
+
+
+def test_a_node_that_comes_costs_its_own_row_not_one_per_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows move when nodes come or go; the per-row counts of the nodes that stayed move with them."""
+    repel = affinity(anti=[term(labels={"app": "x"}, topology="hostname")])
+    names = [f"n{i}" for i in range(20)]
+    snapshot = snapshot_of(
+        [node(name, {"hostname": name}) for name in names],
+        [pod(f"p{i}", {"app": "x"}, node=name, aff=repel) for i, name in enumerate(names[::2])],
+    )
+    plugin = plugin_for(snapshot)
+    incoming = PodInfo(pod("p", {"app": "x"}))
+    state = CycleState()
+    plugin.pre_filter(state, incoming, snapshot.node_infos)
+    looked_at: list[str] = []
+    carried = index_module._carried
+    monkeypatch.setattr(
+        index_module, "_carried", lambda info: (looked_at.append(info.name), carried(info))[1]
+    )
+    came = NodeInfo(node("came", {"hostname": "came"}))
+    came.add_pod(PodInfo(pod("q", {"app": "x"}, node="came", aff=repel)))
+    snapshot.rebuild([came, *reversed(snapshot.node_infos[1:])])  # n0 gone, the rest in reverse
+    state = CycleState()
+    plugin.pre_filter(state, incoming, snapshot.node_infos)
+    assert looked_at == ["came"]
+    rejected = [n.name for n in snapshot.node_infos if plugin.filter(state, incoming, n) is not None]
+    assert sorted(rejected) == sorted(["came", *names[2::2]])
+    assert plugin.filter_rows(state, incoming, snapshot.table, all_rows(snapshot)).tolist() == [
+        n.name not in rejected for n in snapshot.node_infos
+    ]
 
 
 # -- args ----------------------------------------------------------------------------------------------

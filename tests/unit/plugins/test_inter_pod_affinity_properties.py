@@ -257,3 +257,30 @@ def test_fresh_snapshot_gives_the_same_verdicts(cluster: Any) -> None:
     other = snapshot_of(list(reversed(nodes)), existing[: len(existing) // 2])
     plugin.handle._snapshot = other
     _check(plugin, other, PodInfo(incoming_raw), args)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 3), st.randoms(use_true_random=False))
+def test_nodes_that_come_and_go_leave_the_others_counted_right(
+    cluster: Any, hard_weight: int, rng: Any
+) -> None:
+    """The snapshot's rows move when a node goes and another comes (the table rebuilt in place): what the
+    plugin keeps per row follows its node, and the verdicts and scores stay upstream's."""
+    nodes, existing, incoming_raw, extra = cluster
+    snapshot = snapshot_of(nodes, existing)
+    args = ipa.Args(hard_pod_affinity_weight=hard_weight)
+    plugin = plugin_for(snapshot, args, namespaces=NAMESPACES)
+    incoming = PodInfo(incoming_raw)
+    _check(plugin, snapshot, incoming, args)
+    table = snapshot.table
+    infos = list(snapshot.node_infos)
+    gone = infos.pop(rng.randrange(len(infos)))
+    came = NodeInfo({**gone.node, "metadata": {**gone.node["metadata"], "name": "came"}})
+    came.add_pod(PodInfo({**extra[0], "spec": {**extra[0]["spec"], "nodeName": "came"}}))
+    infos.insert(rng.randrange(len(infos) + 1), came)
+    rng.shuffle(infos)
+    snapshot.rebuild(infos)
+    assert snapshot.table is table
+    _check(plugin, snapshot, incoming, args)
+    snapshot.rebuild(infos[1:])  # one node fewer, none new
+    _check(plugin, snapshot, incoming, args)

@@ -217,10 +217,11 @@ class Cache:
         came or went the node order changes, but the unchanged nodes' copies (and their table rows) are
         reused: a node added to a large cluster costs one clone, not one per node."""
         if self._structure_changed:
-            infos = []
-            for name in self._tree.ordered():
-                kept = None if name in self._dirty else snapshot.get(name)
-                infos.append(kept if kept is not None else self._nodes[name].clone())
+            dirty, nodes, held = self._dirty, self._nodes, snapshot.get
+            infos = [
+                kept if name not in dirty and (kept := held(name)) is not None else nodes[name].clone()
+                for name in self._tree.ordered()
+            ]
             snapshot.rebuild(infos)
             snapshot.table.bump_labels_version()
         else:

@@ -3,6 +3,7 @@ listed round-robin over zones, so that scoring a subset of nodes still spreads o
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -47,11 +48,7 @@ class NodeTree:
 
     def ordered(self) -> list[str]:
         """All node names, one zone at a time in turn."""
-        out: list[str] = []
         zones = list(self._zones.values())
-        depth = max((len(z) for z in zones), default=0)
-        for i in range(depth):
-            for names in zones:
-                if i < len(names):
-                    out.append(names[i])
-        return out
+        if len(zones) <= 1:
+            return list(zones[0]) if zones else []
+        return [name for turn in itertools.zip_longest(*zones, fillvalue="") for name in turn if name]

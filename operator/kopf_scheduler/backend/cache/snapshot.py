@@ -49,10 +49,11 @@ class Snapshot:
     def rebuild(self, infos: list[NodeInfo]) -> None:
         """The snapshot becomes ``infos``, in that order. A node whose copy is the very one the snapshot
         holds keeps its table row (moved to its new place); the others' rows are written."""
+        held, index = self.node_infos, self._index
         moved_to, moved_from, fresh = [], [], []
         for i, info in enumerate(infos):
-            j = self._index.get(info.name)
-            if j is not None and self.node_infos[j] is info:
+            j = index.get(info.name)
+            if j is not None and held[j] is info:
                 moved_to.append(i)
                 moved_from.append(j)
             else:
@@ -62,8 +63,17 @@ class Snapshot:
         self.table.reorder(len(infos), moved_to, moved_from)
         for i in fresh:
             self.table.set_row(i, infos[i], labels_changed=False)
-        self._with_affinity = {i.name: i for i in infos if i.pods_with_affinity}
-        self._with_anti_affinity = {i.name: i for i in infos if i.pods_with_required_anti_affinity}
+        # a kept node's copy is unchanged, so only the fresh ones can join (or leave) these
+        for kept in (self._with_affinity, self._with_anti_affinity):
+            for name, info in list(kept.items()):
+                if self.get(name) is not info:
+                    del kept[name]
+        for row in fresh:
+            info = infos[row]
+            if info.pods_with_affinity:
+                self._with_affinity[info.name] = info
+            if info.pods_with_required_anti_affinity:
+                self._with_anti_affinity[info.name] = info
         self._image_counts = None
 
     def replace(self, info: NodeInfo) -> None:

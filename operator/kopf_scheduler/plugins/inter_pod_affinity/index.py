@@ -6,7 +6,7 @@ each incoming pod, in 16 goroutines. Here the walk is replaced by arrays over th
 - ``anti``: for each distinct required anti-affinity term of an existing pod, how many pods on each row
   have it; ``scoring``: the same for existing pods' required affinity terms and preferred (anti-)affinity
   terms with their weights. Only rows whose ``NodeInfo.generation`` changed since the last ``sync`` are
-  looked at again.
+  looked at again; when nodes come or go, the other nodes' rows move to their new places.
 - ``match_counts``: for a predicate over pods (the incoming pod's terms), how many pods on each row
   satisfy it; computed once per distinct term (set), then refreshed for changed rows only, least recently
   used entries dropped first.
@@ -45,6 +45,14 @@ class _Matches:
         self.counts = np.zeros(size, dtype=np.int64)
         self.generation = np.full(size, -1, dtype=np.int64)
 
+    def move(self, size: int, to: np.ndarray, frm: np.ndarray) -> None:
+        """The rows ``frm`` go to rows ``to`` of ``size`` rows; the other rows are stale."""
+        counts = np.zeros(size, dtype=np.int64)
+        counts[to] = self.counts[frm]
+        generation = np.full(size, -1, dtype=np.int64)
+        generation[to] = self.generation[frm]
+        self.counts, self.generation = counts, generation
+
 
 class _Aggregate:
     """Per-row counts of keys carried by pods, with running totals so empty keys disappear."""
@@ -75,6 +83,23 @@ class _Aggregate:
                 del self.totals[key], self.arrays[key]
         self.per_row[row] = counts
 
+    def moved(self, size: int, to: np.ndarray, frm: np.ndarray) -> _Aggregate:
+        """The rows ``frm`` at rows ``to`` of ``size`` rows; the other rows empty."""
+        out = _Aggregate(size)
+        for key, array in self.arrays.items():
+            carried = np.zeros(size, dtype=np.int64)
+            carried[to] = array[frm]
+            if total := int(carried.sum()):
+                out.arrays[key] = carried
+                out.totals[key] = total
+        if self.totals:  # else every row is empty
+            destination = np.full(len(self.per_row), -1, dtype=np.intp)
+            destination[frm] = to
+            for j, counts in enumerate(self.per_row):
+                if counts is not None and (i := int(destination[j])) >= 0:
+                    out.per_row[i] = counts
+        return out
+
 
 def _carried(node: NodeInfo) -> tuple[dict[Any, int] | None, dict[Any, int] | None]:
     anti: dict[Any, int] = {}
@@ -102,6 +127,8 @@ def _count(node: NodeInfo, predicate: Callable[[PodInfo], bool]) -> int:
 class ClusterIndex:
     def __init__(self) -> None:
         self._table: NodeTable | None = None
+        #: the table's ``layout`` the rows were last synced at
+        self._layout = -1
         self._infos: Sequence[NodeInfo] = ()
         self._generation = np.zeros(0, dtype=np.int64)
         self._anti = _Aggregate(0)
@@ -121,20 +148,43 @@ class ClusterIndex:
     def sync(self, snapshot: SnapshotLister) -> None:
         table, infos = snapshot.table, snapshot.node_infos
         size = len(infos)
-        if table is not self._table or len(self._generation) != size:
+        generation = table.generation[:size]
+        if table is not self._table:
             self._table = table
             self._generation = np.full(size, -1, dtype=np.int64)
             self._anti = _Aggregate(size)
             self._scoring = _Aggregate(size)
             self._matches.clear()
+        elif self._layout != table.layout:
+            self._carry_over(generation)
+        self._layout = table.layout
         self._infos = infos
-        generation = table.generation[:size]
         changed = np.flatnonzero(self._generation != generation)
         for row in changed.tolist():
             anti, scoring = _carried(infos[row])
             self._anti.set_row(row, anti, size)
             self._scoring.set_row(row, scoring, size)
         self._generation[changed] = generation[changed]
+
+    def _carry_over(self, generation: np.ndarray) -> None:
+        """Nodes came or went and rows moved: what is known of a node version (its ``generation``, unique
+        to it) moves to its new row, and only the rows of nodes new or changed are looked at again (a
+        node added to a large cluster costs one row, not one per node)."""
+        old = self._generation
+        size = len(generation)
+        to = frm = np.zeros(0, dtype=np.intp)
+        if len(old):
+            order = np.argsort(old)
+            ranked = old[order]
+            at = np.minimum(np.searchsorted(ranked, generation), len(old) - 1)
+            found = (ranked[at] == generation) & (generation >= 0)
+            to, frm = np.flatnonzero(found), order[at[found]]
+        self._generation = np.full(size, -1, dtype=np.int64)
+        self._generation[to] = old[frm]
+        self._anti = self._anti.moved(size, to, frm)
+        self._scoring = self._scoring.moved(size, to, frm)
+        for entry in self._matches.values():
+            entry.move(size, to, frm)
 
     def match_counts(self, key: Hashable, predicate: Callable[[PodInfo], bool]) -> np.ndarray:
         """Per row, the number of pods satisfying ``predicate`` (identified by ``key``). Read-only."""
