@@ -193,6 +193,14 @@ def test_filter_statuses_of_many_nodes_match_filter_node_by_node() -> None:
     assert [statuses[i] for i in rows] == [
         plugin.filter(state, incoming, info) for info in snapshot.node_infos
     ]
+    # rows in examination order (starting mid-table), and fewer than half of them: the same per row
+    for picked in (np.array([3, 4, 5, 0, 1, 2]), np.array([5, 0, 2]), np.array([4, 1])):
+        verdicts = plugin.filter_statuses(state, incoming, snapshot.table, picked)
+        assert verdicts is not None
+        want = [plugin.filter(state, incoming, infos[row]) for row in picked.tolist()]
+        assert [verdicts[i] for i in range(len(picked))] == want
+        passed = plugin.filter_rows(state, incoming, snapshot.table, picked).tolist()
+        assert passed == [status is None for status in want]
     assert statuses[0] is statuses[3]
     assert len(statuses.distinct) == 5  # cpu, pods, both, fits (None), unresolvable cpu
     unresolvable = statuses[5]
