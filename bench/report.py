@@ -269,6 +269,10 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
                     p99 <= b["latency_p99_s"],
                     f"{p99:.3f} s",
                 )
+        if a and b and a.get("cpu_ms_per_pod") and b.get("cpu_ms_per_pod"):
+            mine, theirs = a["cpu_ms_per_pod"], b["cpu_ms_per_pod"]
+            shown = f"{mine:.2f} / {theirs:.2f} ms"
+            check(f"CPU per pod at {rate} pods/s ({key[2]}) <= kube-scheduler's", mine, mine <= theirs, shown)
     return lines if len(lines) > 2 else []
 
 
