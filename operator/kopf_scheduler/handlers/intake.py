@@ -25,32 +25,18 @@ import kopf
 import uvloop
 
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
-from kopf_scheduler.heap import HeapSettler
 from kopf_scheduler.intake_link import READY, WATCHES, FrameWriter, frame
-
-#: seconds between two full collections of the intake process's whole heap
-INTAKE_COMPACT_EVERY = 60.0
 
 
 def registry_for(fd: int) -> kopf.OperatorRegistry:
     """Kopf's handlers of the intake process, writing to the pipe ``fd``."""
     registry = new_registry()
     pipe = FrameWriter()
-    # Kopf keeps a record per watched object, so the collector's full passes walk the whole cluster while
-    # this process's events wait: the survivors are frozen, as in the scheduling process (``heap``). Kopf's
-    # short-lived per-object workers are frozen too when a pass finds them running, and whatever reference
-    # cycles they leave waits for the next compaction: here it comes every minute, not every ten.
-    heap = HeapSettler(compact_every=INTAKE_COMPACT_EVERY)
 
     @kopf.on.startup(registry=registry)
     async def connect(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
         await pipe.connect(fd, on_lost=lambda: os._exit(1))  # no one to hand events to
-        heap.start()
-
-    @kopf.on.cleanup(registry=registry)
-    async def disconnect(**_: Any) -> None:
-        await heap.stop()
 
     for watch in WATCHES:
         handler = kopf.on.event(
