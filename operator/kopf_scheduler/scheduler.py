@@ -129,8 +129,8 @@ async def yield_to_intake() -> None:
             started = time.perf_counter()
             await asyncio.sleep(0)
             took = time.perf_counter() - started
-            _EmptyRound.seconds = min(_EmptyRound.seconds, took)
-            if took <= 2 * _EmptyRound.seconds + 1e-6:
+            shortest, _EmptyRound.seconds = _EmptyRound.seconds, min(_EmptyRound.seconds, took)
+            if took <= 2 * shortest + 1e-6:  # never before a first round was seen
                 return
 
 
