@@ -199,6 +199,15 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
         verdict = "-" if ok is None else ("yes" if ok else "no")
         lines.append(f"| {text} | {shown if value is not None else '-'} | {verdict} |")
 
+    def no_more_than_theirs(
+        text: str, a: dict[str, Any], b: dict[str, Any], field: str, unit: str, digits: int = 2
+    ) -> None:
+        """kopf-scheduler's ``field`` (row ``a``) against kube-scheduler's (row ``b``), when both have it."""
+        if a.get(field) and b.get(field):
+            mine, theirs = a[field], b[field]
+            shown = f"{mine:.{digits}f} / {theirs:.{digits}f} {unit}"
+            check(f"{text} <= kube-scheduler's", mine, mine <= theirs, shown)
+
     for size in ("full", "small"):
         if not any(k[2] == size and k[0] == "throughput" for k in rows):
             continue
@@ -219,18 +228,12 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
             b = row("throughput", name, size, KUBE_SCHEDULER)
             if not a or not b:
                 continue
-            if a.get("cpu_ms_per_pod") and b.get("cpu_ms_per_pod"):
-                mine, theirs = a["cpu_ms_per_pod"], b["cpu_ms_per_pod"]
-                shown = f"{mine:.2f} / {theirs:.2f} ms"
-                check(f"{name} ({size}): CPU per pod <= kube-scheduler's", mine, mine <= theirs, shown)
-            if name in BURST_LATENCY and a.get("latency_p99_s") and b.get("latency_p99_s"):
-                mine, theirs = a["latency_p99_s"], b["latency_p99_s"]
-                shown = f"{mine:.2f} / {theirs:.2f} s"
-                check(f"{name} ({size}): burst p99 latency <= kube-scheduler's", mine, mine <= theirs, shown)
-            if name == PREEMPTION and a.get("measured_seconds") and b.get("measured_seconds"):
-                mine, theirs = a["measured_seconds"], b["measured_seconds"]
-                shown = f"{mine:.0f} / {theirs:.0f} s"
-                check(f"{name} ({size}): wall-clock time <= kube-scheduler's", mine, mine <= theirs, shown)
+            no_more_than_theirs(f"{name} ({size}): CPU per pod", a, b, "cpu_ms_per_pod", "ms")
+            if name in BURST_LATENCY:
+                no_more_than_theirs(f"{name} ({size}): burst p99 latency", a, b, "latency_p99_s", "s")
+            if name == PREEMPTION:
+                wall = f"{name} ({size}): wall-clock time"
+                no_more_than_theirs(wall, a, b, "measured_seconds", "s", digits=0)
             if name == MEMORY_AT_SCALE and a.get("peak_rss_bytes") and b.get("peak_rss_bytes"):
                 r = a["peak_rss_bytes"] / b["peak_rss_bytes"]
                 check(f"{name} ({size}): peak RSS <= 1.0x kube-scheduler", r, r <= 1.0, f"{r:.2f}x")
@@ -269,10 +272,8 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
                     p99 <= b["latency_p99_s"],
                     f"{p99:.3f} s",
                 )
-        if a and b and a.get("cpu_ms_per_pod") and b.get("cpu_ms_per_pod"):
-            mine, theirs = a["cpu_ms_per_pod"], b["cpu_ms_per_pod"]
-            shown = f"{mine:.2f} / {theirs:.2f} ms"
-            check(f"CPU per pod at {rate} pods/s ({key[2]}) <= kube-scheduler's", mine, mine <= theirs, shown)
+        if a and b:
+            no_more_than_theirs(f"CPU per pod at {rate} pods/s ({key[2]})", a, b, "cpu_ms_per_pod", "ms")
     return lines if len(lines) > 2 else []
 
 

@@ -40,14 +40,19 @@ class Resync:
         *,
         quiet: float = DEFAULT_QUIET,
         clock: Callable[[], float] = time.monotonic,
-        forget_pod: Callable[[Mapping[str, Any]], object] | None = None,
+        forget_pod: Callable[[Mapping[str, Any]], object],
+        forget_node: Callable[[str], object],
+        forget_object: Callable[[ObjectKind[Any], tuple[str, str]], object],
     ) -> None:
-        """``forget_pod``: what drops a pod the list no longer has, given the pod as last seen; the service
-        passes its handling of a DELETED pod, so both ways a pod goes are one. By default the pod is
-        dropped from the scheduler and from what this resync heard of."""
+        """``forget_pod``, ``forget_node``, ``forget_object``: what drops an object the list no longer
+        has (a pod as last seen, a node by name, another kind by its key). The service passes its
+        handling of a DELETED event, so both ways an object goes are one; that handling also tells this
+        resync (``pod_gone``, ``node_gone``, ``object_gone``)."""
         self.scheduler = scheduler
         self.list_objects = list_objects
-        self.forget_pod = forget_pod or self._drop_pod
+        self.forget_pod = forget_pod
+        self.forget_node = forget_node
+        self.forget_object = forget_object
         self.quiet = quiet
         self.clock = clock
         #: the last time an event about each pod (by uid) and node (by name) was received
@@ -68,10 +73,6 @@ class Resync:
 
     def pod_gone(self, uid: str) -> None:
         self._pods_seen.pop(uid, None)
-
-    def _drop_pod(self, raw: Mapping[str, Any]) -> None:
-        self.scheduler.delete_pod(raw)
-        self.pod_gone(str((raw.get("metadata") or {}).get("uid") or ""))
 
     def node_seen(self, name: str, listed: bool) -> None:
         self._nodes_seen[name] = self.clock()
@@ -125,8 +126,7 @@ class Resync:
         for pod in gone_pods:
             self.forget_pod(pod.raw)
         for name in gone_nodes:
-            self.scheduler.delete_node(name)
-            self.node_gone(name)
+            self.forget_node(name)
         gone_objects = 0
         for kind in self.scheduler.objects.kinds:
             gone_objects += await self._reconcile_kind(kind, asked)
@@ -156,9 +156,8 @@ class Resync:
             for key in self.scheduler.objects.store(kind).names()
             if key not in listed and seen.get(key, -math.inf) < asked
         ]
-        for namespace, name in gone:
-            self.scheduler.delete_object(kind, namespace, name)
-            self.object_gone(kind, (namespace, name))
+        for key in gone:
+            self.forget_object(kind, key)
         return len(gone)
 
     async def stop(self) -> None:

@@ -173,6 +173,8 @@ class SchedulerService:
             self.scheduler,
             lambda path: self.client.list_metadata(path, page_size=RESYNC_PAGE, pause=RESYNC_PAUSE),
             forget_pod=self.pod_deleted,
+            forget_node=self.node_deleted,
+            forget_object=self.object_deleted,
         )
         self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(
@@ -359,18 +361,21 @@ class SchedulerService:
     def node_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
         if kind == "DELETED":
-            self.resync.node_gone(name)
-            self.scheduler.delete_node(name)
+            self.node_deleted(name)
         else:
             self.resync.node_seen(name, listed=kind is None)
             self.scheduler.update_node(obj)
 
+    def node_deleted(self, name: str) -> None:
+        """A node that is gone, by its DELETED event or by the resync's list."""
+        self.resync.node_gone(name)
+        self.scheduler.delete_node(name)
+
     def pod_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
         if kind == "DELETED":
             self.pod_deleted(obj)
         else:
-            self.resync.pod_seen(uid, listed=kind is None)
+            self.resync.pod_seen(str((obj.get("metadata") or {}).get("uid") or ""), listed=kind is None)
             self.scheduler.update_pod(None, obj)
 
     def pod_deleted(self, obj: Mapping[str, Any]) -> None:
@@ -389,13 +394,17 @@ class SchedulerService:
             log.warning("ignoring a %s event: %s", kind, e)
             return
         if event == "DELETED":
-            self.resync.object_gone(kind, key)
-            self.scheduler.delete_object(kind, *key)
+            self.object_deleted(kind, key)
         else:
             self.resync.object_seen(kind, key, listed=event is None)
             self.scheduler.update_object(kind, obj)
             if kind is POD_GROUPS:
                 self.podgroups.touch(key)
+
+    def object_deleted(self, kind: ObjectKind[Any], key: tuple[str, str]) -> None:
+        """An object of the other kinds that is gone, by its DELETED event or by the resync's list."""
+        self.resync.object_gone(kind, key)
+        self.scheduler.delete_object(kind, *key)
 
     def pdb_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         if kind == "DELETED":

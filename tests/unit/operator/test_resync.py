@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kopf_scheduler.api.profile import ProfileSpec
-from kopf_scheduler.framework.objects import NAMESPACES, SERVICES, WATCHED_KINDS
+from kopf_scheduler.framework.objects import NAMESPACES, SERVICES, WATCHED_KINDS, ObjectKind
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.resync import Resync
 from kopf_scheduler.scheduler import Scheduler
@@ -75,17 +75,62 @@ def _setup() -> tuple[Scheduler, dict[str, dict[str, Any]]]:
     return scheduler, objects
 
 
-def _uid(obj: dict[str, Any]) -> str:
+def _uid(obj: Mapping[str, Any]) -> str:
     return str(obj["metadata"]["uid"])
+
+
+class _Deletions:
+    """What the service does on a DELETED event, which the resync is given to forget what its list lacks;
+    records what it was asked to forget."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.scheduler = scheduler
+        self.resync: Resync | None = None
+        self.forgotten: list[str] = []
+
+    def pod(self, raw: Mapping[str, Any]) -> None:
+        assert self.resync is not None
+        self.forgotten.append(_uid(raw))
+        self.resync.pod_gone(_uid(raw))
+        self.scheduler.delete_pod(raw)
+
+    def node(self, name: str) -> None:
+        assert self.resync is not None
+        self.forgotten.append(name)
+        self.resync.node_gone(name)
+        self.scheduler.delete_node(name)
+
+    def object(self, kind: ObjectKind[Any], key: tuple[str, str]) -> None:
+        assert self.resync is not None
+        self.forgotten.append(f"{kind}/{key[0]}/{key[1]}")
+        self.resync.object_gone(kind, key)
+        self.scheduler.delete_object(kind, *key)
+
+
+def _resync(scheduler: Scheduler, list_objects: Any, **options: Any) -> tuple[Resync, _Deletions]:
+    deletions = _Deletions(scheduler)
+    deletions.resync = Resync(
+        scheduler,
+        list_objects,
+        forget_pod=deletions.pod,
+        forget_node=deletions.node,
+        forget_object=deletions.object,
+        **options,
+    )
+    return deletions.resync, deletions
 
 
 async def test_objects_missing_from_the_list_are_dropped() -> None:
     scheduler, objects = _setup()
     cluster = _Cluster([objects["n1"]], [objects["running"], objects["pending"]])
     clock = _Clock()
-    resync = Resync(scheduler, cluster.list_objects, clock=clock)
+    resync, deletions = _resync(scheduler, cluster.list_objects, clock=clock)
     clock.now = 200.0
     assert await resync.reconcile() == (2, 1, 0)
+    # each as its DELETED event would be
+    assert sorted(deletions.forgotten) == sorted(
+        [_uid(objects["stale"]), _uid(objects["pending-stale"]), "n2"]
+    )
     assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
     assert scheduler.cache.node_info("n1") is not None and scheduler.cache.node_info("n2") is None
     assert scheduler.cache.node_info("n1").requested.get("cpu") == 1000  # the stale pod no longer counts
@@ -94,29 +139,11 @@ async def test_objects_missing_from_the_list_are_dropped() -> None:
     assert scheduler.cache.get_pod(_uid(objects["running"])) is not None
 
 
-async def test_a_pod_missing_from_the_list_is_forgotten_as_its_deleted_event_would_be() -> None:
-    scheduler, objects = _setup()
-    cluster = _Cluster([objects["n1"], objects["n2"]], [objects["running"], objects["pending"]])
-    clock = _Clock()
-    forgotten: list[str] = []
-
-    def deleted(raw: Mapping[str, Any]) -> None:  # the service's handling of a DELETED pod
-        forgotten.append(_uid(dict(raw)))
-        scheduler.delete_pod(raw)
-
-    resync = Resync(scheduler, cluster.list_objects, clock=clock, forget_pod=deleted)
-    clock.now = 200.0
-    assert await resync.reconcile() == (2, 0, 0)
-    assert sorted(forgotten) == sorted([_uid(objects["stale"]), _uid(objects["pending-stale"])])
-    assert scheduler.cache.get_pod(_uid(objects["stale"])) is None
-    assert _uid(objects["pending-stale"]) not in scheduler.queue
-
-
 async def test_what_is_heard_of_after_the_list_was_asked_for_stays() -> None:
     scheduler, objects = _setup()
     cluster = _Cluster([objects["n1"]], [objects["running"], objects["pending"]])
     clock = _Clock()
-    resync = Resync(scheduler, cluster.list_objects, clock=clock)
+    resync, _ = _resync(scheduler, cluster.list_objects, clock=clock)
     created = make_pod().name("created").scheduler_name("kopf-scheduler").obj()
 
     def created_while_listing() -> None:  # created after the list's snapshot: the list lacks it
@@ -141,7 +168,7 @@ async def test_a_listing_is_followed_by_one_reconciliation_once_it_is_quiet() ->
         return await cluster.list_objects(path)
 
     now = [0.0]  # the resync's clock: quiet periods are measured on it, not on the machine's
-    resync = Resync(scheduler, counting, quiet=0.05, clock=lambda: now[0])
+    resync, _ = _resync(scheduler, counting, quiet=0.05, clock=lambda: now[0])
     resync.pod_seen(_uid(objects["running"]), listed=True)
     now[0] = 0.04
     resync.pod_seen(_uid(objects["pending"]), listed=True)  # the listing goes on: quiet from here
@@ -182,7 +209,7 @@ async def test_a_failed_list_drops_nothing() -> None:
             return []  # were it acted on alone, both nodes would go
         raise RuntimeError("connection refused")
 
-    resync = Resync(scheduler, failing, quiet=0.01)
+    resync, deletions = _resync(scheduler, failing, quiet=0.01)
     warnings = _Warnings()
     logger = logging.getLogger("kopf_scheduler.resync")
     logger.addHandler(warnings)
@@ -196,6 +223,7 @@ async def test_a_failed_list_drops_nothing() -> None:
     assert calls == ["/api/v1/nodes", "/api/v1/pods"]
     assert len(scheduler.known_pods()) == 4
     assert sorted(scheduler.cache.node_names()) == ["n1", "n2"]
+    assert deletions.forgotten == []
 
 
 def _service(name: str, **selector: str) -> dict[str, Any]:
@@ -217,12 +245,13 @@ async def test_services_and_namespaces_missing_from_the_list_are_dropped() -> No
         {"/api/v1/services": [_service("kept", app="a")], "/api/v1/namespaces": []},
     )
     clock = _Clock()
-    resync = Resync(scheduler, cluster.list_objects, clock=clock)
+    resync, deletions = _resync(scheduler, cluster.list_objects, clock=clock)
     # heard of after the list was asked for: a watch event racing the list keeps the object
     cluster.during_list = lambda: resync.object_seen(SERVICES, ("default", "late"), listed=False)
     scheduler.update_object(SERVICES, _service("late", app="c"))
     clock.now = 200.0
     assert await resync.reconcile() == (0, 0, 2)
+    assert sorted(deletions.forgotten) == [f"{NAMESPACES}//gone", f"{SERVICES}/default/stale"]
     services = scheduler.objects.of(SERVICES)
     assert sorted(s.name for s in services.list("default")) == ["kept", "late"]
     assert scheduler.objects.of(NAMESPACES).get("", "gone") is None
