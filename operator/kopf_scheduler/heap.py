@@ -6,6 +6,13 @@ event loop stands still, which was the p99 latency of the pods arriving then. So
 full pass are frozen (``gc.freeze``): later passes only walk what was created since. Frozen objects are
 still freed by reference counting when the scheduler drops them; only reference cycles among them would
 wait, so every ``compact_every`` seconds the heap is unfrozen, collected once and frozen again.
+
+The watch intake process (``handlers.intake``) holds mostly what Kopf keeps per watched object, made by
+its listings, beside short-lived per-event workers. Freezing the survivors of every full pass there would
+also freeze the workers alive at that moment, and garbage cycles through them would wait for the next
+compaction while pods come and go, so its memory would creep. That process freezes once a listing is
+over instead (``FreezeAfterListing``): what the listing made is frozen, what comes later is left to the
+collector as usual.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: seconds between two full collections of the whole heap
 DEFAULT_COMPACT_EVERY = 600.0
+#: seconds without listed objects before a listing counts as over
+DEFAULT_LISTING_QUIET = 2.0
 
 
 class HeapSettler:
@@ -46,10 +56,7 @@ class HeapSettler:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._after_collection)
         task, self._task = self._task, None
-        if task is not None and not task.done():  # one that failed was reported by its supervisor
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await _cancel(task)  # one that failed was reported by its supervisor
 
     @staticmethod
     def compact() -> None:
@@ -69,3 +76,39 @@ class HeapSettler:
             await asyncio.sleep(self.compact_every)
             self.compact()
             log.debug("heap compacted: %d objects frozen", gc.get_freeze_count())
+
+
+class FreezeAfterListing:
+    """Compacts the heap (``HeapSettler.compact``) once a listing has had no object for ``quiet`` seconds:
+    the objects it made stay, so later full passes walk only what came since."""
+
+    def __init__(
+        self, quiet: float = DEFAULT_LISTING_QUIET, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.quiet = quiet
+        self.clock = clock
+        self._due = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def listed(self) -> None:
+        """An object of a listing was received. Call from the event loop."""
+        self._due = self.clock() + self.quiet
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._after_listing(), name="heap-freeze")
+
+    async def _after_listing(self) -> None:
+        while (wait := self._due - self.clock()) > 0:
+            await asyncio.sleep(wait)
+        HeapSettler.compact()
+        log.debug("listing over: %d objects frozen", gc.get_freeze_count())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        await _cancel(task)
+
+
+async def _cancel(task: asyncio.Task[None] | None) -> None:
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -25,6 +25,7 @@ import kopf
 import uvloop
 
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
+from kopf_scheduler.heap import FreezeAfterListing
 from kopf_scheduler.intake_link import READY, WATCHES, FrameWriter, frame
 
 
@@ -32,22 +33,31 @@ def registry_for(fd: int) -> kopf.OperatorRegistry:
     """Kopf's handlers of the intake process, writing to the pipe ``fd``."""
     registry = new_registry()
     pipe = FrameWriter()
+    # Kopf keeps a record of every listed object: freezing them once listed keeps the collector's full
+    # passes (every few seconds while pods arrive) from walking the whole cluster while events wait.
+    freezer = FreezeAfterListing()
 
     @kopf.on.startup(registry=registry)
     async def connect(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
         await pipe.connect(fd, on_lost=lambda: os._exit(1))  # no one to hand events to
 
+    @kopf.on.cleanup(registry=registry)
+    async def disconnect(**_: Any) -> None:
+        await freezer.stop()
+
     for watch in WATCHES:
         handler = kopf.on.event(
             watch.group, watch.version, watch.plural, id=f"{watch.plural}_intake", registry=registry
         )
-        handler(_forwarder(watch.channel, pipe))
+        handler(_forwarder(watch.channel, pipe, freezer))
     return registry
 
 
-def _forwarder(name: str, pipe: FrameWriter) -> Any:
+def _forwarder(name: str, pipe: FrameWriter, freezer: FreezeAfterListing) -> Any:
     async def forward(event: kopf.RawEvent, **_: Any) -> None:
+        if event["type"] is None:  # an object of a listing
+            freezer.listed()
         pipe.send(name, event["type"], event["object"])
 
     return forward
