@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +68,22 @@ def add_parser(sub: Any, name: str) -> None:
     parser.set_defaults(func=run)
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """For loading the input, which lives until the end: the cyclic collector is off meanwhile (its passes
+    over the objects being loaded would free nothing), and what was loaded is then frozen (``gc.freeze``),
+    so the passes during the simulation walk only what the simulation makes. Loaded objects are plain
+    dicts and lists, without cycles: they are still freed when dropped."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def run(args: argparse.Namespace) -> int:
     from kopf_scheduler.simulate.loader import load_cluster, load_profiles
     from kopf_scheduler.simulate.output import render
@@ -77,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
 
         cluster, profiles, source = load_live(args.kubeconfig, args.profile, args.dump)
     else:
-        cluster, profiles = load_cluster(args.cluster), load_profiles(args.profile)
+        with collector_paused():
+            cluster, profiles = load_cluster(args.cluster), load_profiles(args.profile)
         source = ", ".join(map(str, args.cluster))
     for line in cluster.warnings():
         print(line, file=sys.stderr)
