@@ -145,10 +145,12 @@ class PodGroupStatusKeeper:
     async def _later(self, delay: float) -> None:
         await asyncio.sleep(delay)
         failed = await self.flush()
+        self._task = None
         if failed:
             self._dirty.update(failed)
-            self._task = None
             self._schedule(self.retry)
+        elif self._dirty:  # changed while this flush was writing: its touch found this task running
+            self._schedule(self.delay)
 
     async def flush(self) -> list[Group]:
         """Writes the status of every changed group; returns the groups whose write failed."""

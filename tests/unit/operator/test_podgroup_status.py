@@ -158,3 +158,34 @@ async def test_the_keeper_writes_changed_groups_while_leading_and_retries_failur
     await _until(lambda: flushes > looked)
     assert (attempts, len(writes)) == (2, 1)  # nothing changed: nothing written
     await keeper.stop()
+
+
+async def test_a_change_while_a_status_is_being_written_is_written_after_it() -> None:
+    scheduler = Scheduler(_Client())
+    writes: list[dict[str, Any]] = []
+    writing, release = asyncio.Event(), asyncio.Event()
+
+    async def write(namespace: str, name: str, status: dict[str, Any]) -> None:
+        writing.set()
+        await release.wait()  # a slow API server: the change below arrives during this write
+        writes.append(status)
+        group = scheduler.objects.store(POD_GROUPS).get(namespace, name)
+        raw = {"metadata": {"name": name, "namespace": namespace}, "spec": {"minMember": 2}}
+        scheduler.update_object(POD_GROUPS, {**raw, "status": {**group.status, **status}})
+
+    keeper = PodGroupStatusKeeper(scheduler, write, delay=0.01, wall=lambda: NOW)
+    scheduler.group_members.on_change = keeper.touch
+    scheduler.update_object(
+        POD_GROUPS, {"metadata": {"name": "pg", "namespace": "default"}, "spec": {"minMember": 2}}
+    )
+    pending = _pods(["a", "b"], "Pending")
+    for pod in pending:
+        scheduler.add_pod(pod.raw)
+    await _until(writing.is_set)
+    bound = make_pod().name("a").label(POD_GROUP_LABEL, "pg").uid(pending[0].uid).node("n1").obj()
+    scheduler.update_pod(pending[0].raw, bound)
+    release.set()
+    await _until(lambda: len(writes) == 2)
+    assert writes[0]["phase"] == "Scheduling" and "scheduled" not in writes[0]
+    assert writes[1] == {"scheduled": 1}
+    await keeper.stop()
