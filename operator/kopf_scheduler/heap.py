@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kopf_scheduler.background import AfterQuiet, cancel
+
 log = logging.getLogger(__name__)
 
 #: seconds between two full collections of the whole heap
@@ -56,7 +58,7 @@ class HeapSettler:
         with contextlib.suppress(ValueError):
             gc.callbacks.remove(self._after_collection)
         task, self._task = self._task, None
-        await _cancel(task)  # one that failed was reported by its supervisor
+        await cancel(task)
 
     @staticmethod
     def compact() -> None:
@@ -85,30 +87,16 @@ class FreezeAfterListing:
     def __init__(
         self, quiet: float = DEFAULT_LISTING_QUIET, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.quiet = quiet
-        self.clock = clock
-        self._due = 0.0
-        self._task: asyncio.Task[None] | None = None
+        self._after_listing = AfterQuiet(self._freeze, quiet=quiet, clock=clock, name="heap-freeze")
 
     def listed(self) -> None:
         """An object of a listing was received. Call from the event loop."""
-        self._due = self.clock() + self.quiet
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._after_listing(), name="heap-freeze")
+        self._after_listing.signal()
 
-    async def _after_listing(self) -> None:
-        while (wait := self._due - self.clock()) > 0:
-            await asyncio.sleep(wait)
+    @staticmethod
+    async def _freeze() -> None:
         HeapSettler.compact()
         log.debug("listing over: %d objects frozen", gc.get_freeze_count())
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        await _cancel(task)
-
-
-async def _cancel(task: asyncio.Task[None] | None) -> None:
-    if task is not None and not task.done():
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await self._after_listing.stop()

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from kopf_scheduler.background import cancel
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects.podgroups import (
     PHASE_FAILED,
@@ -177,7 +178,4 @@ class PodGroupStatusKeeper:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None and not task.done():  # one that failed was reported by its supervisor
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel(task)

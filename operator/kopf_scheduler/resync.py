@@ -12,7 +12,6 @@ since the list was asked for. It asks for metadata only, and keeps only names an
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import math
@@ -20,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from kopf_scheduler.background import AfterQuiet
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import ObjectKind, object_key
 from kopf_scheduler.scheduler import Scheduler
@@ -53,23 +53,20 @@ class Resync:
         self.forget_pod = forget_pod
         self.forget_node = forget_node
         self.forget_object = forget_object
-        self.quiet = quiet
         self.clock = clock
         #: the last time an event about each pod (by uid) and node (by name) was received
         self._pods_seen: dict[str, float] = {}
         self._nodes_seen: dict[str, float] = {}
         #: the same for the other kinds, by kind and (namespace, name)
         self._objects_seen: dict[ObjectKind[Any], dict[tuple[str, str], float]] = {}
-        self._due: float | None = None
-        self._task: asyncio.Task[None] | None = None
-        #: called with each resync task started (the operator's supervisor watches it)
-        self.watch: Callable[[asyncio.Task[None]], object] | None = None
+        #: the reconciliation once a listing is quiet (its ``watch``: the operator's supervisor)
+        self.after_listing = AfterQuiet(self._reconcile_quietly, quiet=quiet, clock=clock, name="resync")
 
     # -- what the watches report ------------------------------------------------------------------------
     def pod_seen(self, uid: str, listed: bool) -> None:
         self._pods_seen[uid] = self.clock()
         if listed:
-            self._listing()
+            self.after_listing.signal()
 
     def pod_gone(self, uid: str) -> None:
         self._pods_seen.pop(uid, None)
@@ -77,7 +74,7 @@ class Resync:
     def node_seen(self, name: str, listed: bool) -> None:
         self._nodes_seen[name] = self.clock()
         if listed:
-            self._listing()
+            self.after_listing.signal()
 
     def node_gone(self, name: str) -> None:
         self._nodes_seen.pop(name, None)
@@ -85,22 +82,12 @@ class Resync:
     def object_seen(self, kind: ObjectKind[Any], key: tuple[str, str], listed: bool) -> None:
         self._objects_seen.setdefault(kind, {})[key] = self.clock()
         if listed:
-            self._listing()
+            self.after_listing.signal()
 
     def object_gone(self, kind: ObjectKind[Any], key: tuple[str, str]) -> None:
         self._objects_seen.get(kind, {}).pop(key, None)
 
-    def _listing(self) -> None:
-        self._due = self.clock() + self.quiet
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._after_listing(), name="resync")
-            if self.watch is not None:
-                self.watch(self._task)
-
-    async def _after_listing(self) -> None:
-        while self._due is not None and (wait := self._due - self.clock()) > 0:
-            await asyncio.sleep(wait)
-        self._due = None
+    async def _reconcile_quietly(self) -> None:
         try:
             await self.reconcile()
         except Exception as e:  # the next listing tries again; nothing is dropped on a failed list
@@ -161,8 +148,4 @@ class Resync:
         return len(gone)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self.after_listing.stop()

@@ -176,7 +176,7 @@ class SchedulerService:
             forget_node=self.node_deleted,
             forget_object=self.object_deleted,
         )
-        self.resync.watch = lambda task: self.supervisor.watch(task, forever=False)
+        self.resync.after_listing.watch = lambda task: self.supervisor.watch(task, forever=False)
         self.podgroups = PodGroupStatusKeeper(
             self.scheduler, self._write_pod_group_status, active=self.leading.is_set
         )
