@@ -4,8 +4,10 @@ binding posts the right body and maps failures to ``APIError``."""
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import json
 import socket
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,8 +17,9 @@ from aiohttp import web
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s.binding import Binder, binding_body
-from kopf_scheduler.k8s.connection import ConnectionInfo, StaticToken
-from kopf_scheduler.k8s.rest import RestClient, resource_path
+from kopf_scheduler.k8s.connection import ConnectionInfo, StaticToken, load_cert_chain
+from kopf_scheduler.k8s.rest import TLS_READ_BUFFER, RestClient, resource_path
+from kopf_scheduler.metrics_server import self_signed
 
 
 class Server:
@@ -183,3 +186,31 @@ def test_no_answer_bind_error_has_status_zero() -> None:
 def test_resource_path(args: tuple[str, str, str], path: str) -> None:
     namespace = "ns" if args[0] == "v1" else None
     assert resource_path(*args, namespace=namespace, subresource="status") == path
+
+
+async def test_tls_connections_keep_small_read_buffers_and_large_bodies_arrive_whole() -> None:
+    cert_pem, key_pem = self_signed()
+    body = json.dumps({"items": [{"name": f"node-{i}", "pad": "x" * 500} for i in range(4000)]}).encode()
+
+    async def big(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.05)  # the requests overlap: one connection each
+        return web.Response(body=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/big", big)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    load_cert_chain(context, cert_pem, key_pem)
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    rest = RestClient(ConnectionInfo(f"https://localhost:{port}", ca_data=cert_pem))
+    try:
+        responses = await asyncio.gather(*(rest.request("GET", "/big") for _ in range(4)))
+        assert [r.status for r in responses] == [200] * 4
+        assert all(r.body == body for r in responses), "a body of 2 MiB read 16 KiB at a time"
+        assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER == 16 * 1024
+    finally:
+        await rest.close()
+        await runner.cleanup()
