@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
+from waiting import until
+
 from kopf_scheduler.background import AfterQuiet, cancel
-
-
-async def _until(condition: object, timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():  # type: ignore[operator]
-            await asyncio.sleep(0.005)
 
 
 async def test_the_action_runs_once_the_signals_have_been_quiet_on_its_clock() -> None:
@@ -29,12 +25,12 @@ async def test_the_action_runs_once_the_signals_have_been_quiet_on_its_clock() -
     await asyncio.sleep(0.1)
     assert runs == []  # the task woke and found it not quiet for 0.05 yet on its clock
     now[0] = 0.1
-    await _until(lambda: runs)
+    await until(lambda: runs)
     await asyncio.sleep(0.05)
     assert runs == [0.1]  # once per burst
     after.signal()
     now[0] = 1.0
-    await _until(lambda: len(runs) == 2)
+    await until(lambda: len(runs) == 2)
     await after.stop()
 
 
@@ -50,10 +46,10 @@ async def test_a_signal_while_the_action_runs_runs_it_again() -> None:
 
     after = AfterQuiet(action, quiet=0.01, name="test")
     after.signal()
-    await _until(running.is_set)
+    await until(running.is_set)
     after.signal()  # a new listing while the last one's action runs
     release.set()
-    await _until(lambda: runs == 2)
+    await until(lambda: runs == 2)
     await after.stop()
 
 
@@ -75,7 +71,7 @@ async def test_stop_drops_a_pending_action_and_cancels_a_running_one() -> None:
 
     running = AfterQuiet(action, quiet=0.0, name="test")
     running.signal()
-    await _until(started.is_set)
+    await until(started.is_set)
     async with asyncio.timeout(1):
         await running.stop()  # does not wait out the action's sleep
     assert runs == 1

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import until
 
 from kopf_scheduler import intake_link
 from kopf_scheduler.framework.objects import SERVICES, ObjectKind
@@ -89,13 +90,6 @@ def _link(
     return link, sink, failures
 
 
-async def _until(check: Any, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "not in time"
-        await asyncio.sleep(0.01)
-
-
 def _obj(name: str, **extra: Any) -> dict[str, Any]:
     return {"metadata": {"name": name, **extra}}
 
@@ -121,7 +115,8 @@ def test_every_event_reaches_its_kind_in_order(chunk: int, tmp_path: Path) -> No
         await link.start()
         link.go()
         try:
-            await _until(lambda: len(sink.seen) == len(events) - 2)  # the bad node, the unknown channel
+            # all but two: the bad node, the unknown channel
+            await until(lambda: len(sink.seen) == len(events) - 2, timeout=10)
         finally:
             await link.stop()
         return sink, failures
@@ -159,7 +154,7 @@ def test_start_returns_once_the_intake_process_is_loaded(tmp_path: Path) -> None
         await link.start()
         took = asyncio.get_running_loop().time() - began
         link.go()
-        await _until(lambda: bool(sink.seen))
+        await until(lambda: bool(sink.seen), timeout=10)
         await link.stop()
         return took, sink, failures
 
@@ -188,7 +183,7 @@ def test_an_intake_process_that_exits_on_its_own_is_one_failure(tmp_path: Path) 
         )
         await link.start()
         link.go()
-        await _until(lambda: bool(failures))
+        await until(lambda: bool(failures), timeout=10)
         await link.stop()
         return sink, failures
 
@@ -217,7 +212,7 @@ def test_stopping_ends_the_intake_process_without_a_failure(
         )
         await link.start()
         link.go()
-        await _until(lambda: bool(sink.seen))
+        await until(lambda: bool(sink.seen), timeout=10)
         await asyncio.sleep(0.2)  # the child is past its signal set-up
         pid = link.pid
         await link.stop()

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from waiting import until
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS
@@ -109,12 +110,6 @@ class _Client:
     def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None: ...
 
 
-async def _until(condition: Any) -> None:
-    async with asyncio.timeout(5):
-        while not condition():
-            await asyncio.sleep(0.005)
-
-
 async def test_the_keeper_writes_changed_groups_while_leading_and_retries_failures() -> None:
     scheduler = Scheduler(_Client())
     writes: list[tuple[str, str, dict[str, Any]]] = []
@@ -144,18 +139,18 @@ async def test_the_keeper_writes_changed_groups_while_leading_and_retries_failur
     )
     for pod in _pods(["a", "b"], "Pending"):
         scheduler.add_pod(pod.raw)
-    await _until(lambda: flushes == 1)  # the keeper looked at the changed group...
+    await until(lambda: flushes == 1)  # the keeper looked at the changed group...
     assert (attempts, writes) == (0, [])  # ...and, a standby, wrote nothing
     leading = True
     keeper.touch_all()
-    await _until(lambda: writes)  # the first write fails, the retry succeeds
+    await until(lambda: writes)  # the first write fails, the retry succeeds
     assert attempts == 2
     assert writes == [
         ("default", "pg", {"phase": "Scheduling", "scheduleStartTime": "2026-01-01T00:00:00Z"}),
     ]
     looked = flushes
     keeper.touch(("default", "pg"))
-    await _until(lambda: flushes > looked)
+    await until(lambda: flushes > looked)
     assert (attempts, len(writes)) == (2, 1)  # nothing changed: nothing written
     await keeper.stop()
 
@@ -181,11 +176,11 @@ async def test_a_change_while_a_status_is_being_written_is_written_after_it() ->
     pending = _pods(["a", "b"], "Pending")
     for pod in pending:
         scheduler.add_pod(pod.raw)
-    await _until(writing.is_set)
+    await until(writing.is_set)
     bound = make_pod().name("a").label(POD_GROUP_LABEL, "pg").uid(pending[0].uid).node("n1").obj()
     scheduler.update_pod(pending[0].raw, bound)
     release.set()
-    await _until(lambda: len(writes) == 2)
+    await until(lambda: len(writes) == 2)
     assert writes[0]["phase"] == "Scheduling" and "scheduled" not in writes[0]
     assert writes[1] == {"scheduled": 1}
     await keeper.stop()

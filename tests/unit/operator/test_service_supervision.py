@@ -12,10 +12,10 @@ import json
 import logging
 import socket
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from waiting import until
 
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s import KubeClient, RestClient
@@ -94,12 +94,6 @@ def cluster_with_pending_pod() -> dict[str, list[dict[str, Any]]]:
     node = make_node().name("n1").capacity(cpu="4", memory="8Gi", pods=10).obj()
     pod = make_pod().name("p").namespace("default").scheduler_name("kopf-scheduler").obj()
     return {"/api/v1/nodes": [node], "/api/v1/pods": [pod]}
-
-
-async def until(check: Callable[[], object], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.01)
 
 
 # -- the supervisor --------------------------------------------------------------------------------------
