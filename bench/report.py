@@ -21,6 +21,11 @@ from bench.workloads import MIXED_CHURN, WORKLOADS
 BURST_LATENCY = ("SchedulingBasic", "SchedulingNodeAffinity")
 MEMORY_AT_SCALE = "MemoryAtScale"
 PREEMPTION = "PreemptionBasic"
+#: a workload whose pods are created at a fixed pace meets its throughput target at this fraction of the
+#: pace: a scheduler that keeps up binds each second's pods in that second or the next, so its sampled
+#: average differs from the pace, and from another scheduler that keeps up, by a fraction of a pod a
+#: second (99.9 to 100.1 pods/s at 100 in recorded runs of both schedulers)
+PACE_TOLERANCE = 0.01
 
 CHART = "throughput.png"
 NUMERIC = (
@@ -222,7 +227,16 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
             if goal is None:
                 continue
             r = kopf / kube
-            check(f"{name} ({size}): throughput >= {goal:.1f}x kube-scheduler", r, r >= goal, f"{r:.2f}x")
+            text = f"{name} ({size}): throughput >= {goal:.1f}x kube-scheduler"
+            pace = (row("throughput", name, size, KOPF_SCHEDULER) or {}).get("creation_rate")
+            if pace is None:
+                check(text, r, r >= goal, f"{r:.2f}x")
+                continue
+            # created at a fixed pace: neither scheduler can bind faster than the pods arrive, so at or
+            # above the pace (within the per-second samples' resolution) the ratio is a tie
+            kept = kopf >= pace * (1 - PACE_TOLERANCE)
+            shown = f"{r:.2f}x ({kopf:.1f} / {kube:.1f} pods/s, created at {pace:g})"
+            check(f"{text}, or kept the creation pace", r, r >= goal or kept, shown)
         for name in WORKLOADS:
             a = row("throughput", name, size, KOPF_SCHEDULER)
             b = row("throughput", name, size, KUBE_SCHEDULER)

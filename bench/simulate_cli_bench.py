@@ -4,13 +4,15 @@ Writes a scheduler_perf-shaped cluster (SchedulingBasic: 4-CPU nodes, 1,000 boun
 100m CPU) as one JSON ``kind: List`` (and the same objects as multi-document YAML), then times the command
 ``kopf-scheduler simulate --cluster FILE --output json`` in a fresh process for a small and a large
 number of pending pods. The marginal rate, (large - small) / (time(large) - time(small)), is the cost of
-one more pending pod including reading it, with the start-up cost (interpreter, imports, nodes) taken out.
+one more pending pod including reading it, with the start-up cost (interpreter, imports, nodes) taken out;
+each round runs the small file and then the large one, and the rate comes from the median of the rounds'
+differences.
 
     .venv/bin/python bench/simulate_cli_bench.py                       # 5,000 nodes; 500 and 5,000 pods
     .venv/bin/python bench/simulate_cli_bench.py --format yaml --profile profiles/fast-and-simple.yaml
     PYTHONPATH=/tmp/old/operator .venv/bin/python bench/simulate_cli_bench.py --label old  # other code
 
-Each timing is the median of ``--repeat`` runs; results go to
+Each size's timing is the median of its ``--repeat`` runs; results go to
 ``bench/results/simulate-cli/simulate-cli-<time>-<format>.json``.
 """
 
@@ -88,7 +90,7 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=5000, help="pending pods of the large run")
     parser.add_argument("--format", choices=("json", "yaml"), default="json")
     parser.add_argument("--profile", type=Path, default=None, help="SchedulingProfile file for simulate")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5, help="rounds, each a small and a large run")
     parser.add_argument("--label", default="", help="what the code under test is (recorded with the result)")
     parser.add_argument("--no-save", action="store_true", help="print the result only")
     args = parser.parse_args()
@@ -96,24 +98,35 @@ def main() -> int:
     if args.profile is not None:
         with args.profile.open() as f:
             scheduler_name = yaml.safe_load(f)["spec"]["schedulerName"]
-    runs: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        paths: dict[int, Path] = {}
         for pods in (args.small, args.large):
-            path = Path(tmp) / f"cluster-{pods}.{args.format}"
-            write_cluster(path, args.format, args.nodes, pods, args.init_pods, scheduler_name)
-            run_once(path, args.profile)  # warm-up: byte code and the file in the page cache
-            timings = [run_once(path, args.profile) for _ in range(args.repeat)]
-            scheduled = {t[2] for t in timings}
-            runs[pods] = {
+            paths[pods] = Path(tmp) / f"cluster-{pods}.{args.format}"
+            write_cluster(paths[pods], args.format, args.nodes, pods, args.init_pods, scheduler_name)
+            run_once(paths[pods], args.profile)  # warm-up: byte code and the file in the page cache
+        # small and large alternate, so a change in the machine's speed during the measurement falls on
+        # both sides of each round's difference rather than on one size
+        timings: dict[int, list[tuple[float, float, int]]] = {args.small: [], args.large: []}
+        for _ in range(args.repeat):
+            for pods in (args.small, args.large):
+                timings[pods].append(run_once(paths[pods], args.profile))
+        runs = {
+            pods: {
                 "pending_pods": pods,
-                "file_mib": round(path.stat().st_size / 2**20, 1),
-                "wall_seconds": round(statistics.median(t[0] for t in timings), 3),
-                "cpu_seconds": round(statistics.median(t[1] for t in timings), 3),
-                "runs_wall_seconds": [round(t[0], 3) for t in timings],
-                "scheduled": sorted(scheduled),
+                "file_mib": round(paths[pods].stat().st_size / 2**20, 1),
+                "wall_seconds": round(statistics.median(t[0] for t in done), 3),
+                "cpu_seconds": round(statistics.median(t[1] for t in done), 3),
+                "runs_wall_seconds": [round(t[0], 3) for t in done],
+                "scheduled": sorted({t[2] for t in done}),
             }
+            for pods, done in timings.items()
+        }
     small, large = runs[args.small], runs[args.large]
-    marginal = (args.large - args.small) / (large["wall_seconds"] - small["wall_seconds"])
+    # one more pending pod's cost, from each round's difference: the median difference gives the rate
+    differences = [
+        big[0] - little[0] for little, big in zip(timings[args.small], timings[args.large], strict=True)
+    ]
+    marginal = (args.large - args.small) / statistics.median(differences)
     result = {
         "benchmark": "simulate-cli",
         "label": args.label,
@@ -125,6 +138,7 @@ def main() -> int:
         "cpus": os.cpu_count(),
         "runs": [small, large],
         "marginal_pods_per_second": round(marginal, 1),
+        "round_differences_seconds": [round(d, 3) for d in differences],
     }
     print(json.dumps(result, indent=2))
     if not args.no_save:
