@@ -201,7 +201,7 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
         return r if r and r.get("complete") else None
 
     def check(text: str, value: float | None, ok: bool | None, shown: str) -> None:
-        verdict = ("not measured" if value is None else "-") if ok is None else ("yes" if ok else "no")
+        verdict = ("no complete pair" if value is None else "-") if ok is None else ("yes" if ok else "no")
         lines.append(f"| {text} | {shown if value is not None else '-'} | {verdict} |")
 
     def no_more_than_theirs(
