@@ -3,10 +3,10 @@ the operator unhealthy with its name in the failure (``supervision``), instead o
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
+from waiting import until
 
 from kopf_scheduler import heap
 from kopf_scheduler.framework.objects import POD_GROUPS
@@ -24,12 +24,6 @@ class _Client:
     def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None: ...
 
 
-async def _until_unhealthy(supervisor: Supervisor) -> None:
-    async with asyncio.timeout(5):
-        while supervisor.healthy:
-            await asyncio.sleep(0.01)
-
-
 async def test_a_failing_heap_compaction_is_a_supervised_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     compactions: list[int] = []
 
@@ -43,7 +37,7 @@ async def test_a_failing_heap_compaction_is_a_supervised_failure(monkeypatch: py
     settler = heap.HeapSettler(compact_every=0.01)
     settler.watch = lambda task: supervisor.watch(task)
     settler.start()
-    await _until_unhealthy(supervisor)
+    await until(lambda: not supervisor.healthy)
     assert "heap-compaction" in supervisor.failure and "compaction broke" in supervisor.failure
     await settler.stop()
 
@@ -70,6 +64,6 @@ async def test_a_podgroup_status_write_that_breaks_is_a_supervised_failure() -> 
     keeper = PodGroupStatusKeeper(scheduler, write, delay=0.0)
     keeper.watch = lambda task: supervisor.watch(task, forever=False)
     keeper.touch(("default", "pg"))
-    await _until_unhealthy(supervisor)
+    await until(lambda: not supervisor.healthy)
     assert "podgroups" in supervisor.failure and "the status writer broke" in supervisor.failure
     await keeper.stop()
