@@ -115,10 +115,10 @@ async def yield_to_intake() -> None:
     single yield per cycle lets them fall behind while pods are retried against a stale cache (a
     preemptor would preempt again because its victims' deletion has not been read yet).
 
-    On asyncio's loop "nothing else is ready" is its run queue being empty. uvloop (which the scheduling
-    process runs on, as does Kopf's own CLI: ``kopf run -m kopf_scheduler.handlers``) does not show its
-    queue; there a round counts as idle when it took no longer than twice the shortest round seen, plus a
-    microsecond (a step of a watch event's handling takes tens to hundreds)."""
+    On asyncio's loop "nothing else is ready" is its run queue being empty. uvloop (which Kopf's own CLI
+    picks when it is installed: ``kopf run -m kopf_scheduler.handlers``) does not show its queue; there a
+    round counts as idle when it took no longer than twice the shortest round seen, plus a microsecond
+    (a step of a watch event's handling takes tens to hundreds)."""
     ready = getattr(asyncio.get_running_loop(), "_ready", None)
     for _ in range(MAX_INTAKE_ROUNDS):
         if ready is not None:

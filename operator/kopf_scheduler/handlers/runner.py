@@ -15,7 +15,6 @@ import logging
 import os
 
 import kopf
-import uvloop
 
 from kopf_scheduler.handlers import lifecycle
 from kopf_scheduler.supervision import Supervisor, port_taken
@@ -43,18 +42,12 @@ def main(verbose: bool = False, liveness_port: int = 8080, metrics_port: int | N
     kopf.on.startup(registry=registry)(lifecycle.start)
     kopf.on.cleanup(registry=registry)(lifecycle.stop)
     kopf.on.probe(id="scheduler", registry=registry)(lifecycle.health)
-    # uvloop, as in the intake process: libuv's sockets, TLS and pipe cost less CPU per request and per
-    # pipe read than asyncio's loop (``yield_to_intake`` tells an idle round by its duration there). Its
-    # TLS read buffer (256 KiB per connection) is allocated without being filled, so it takes resident
-    # memory only as far as reads have written into it (asyncio's is a zero-filled bytearray)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        kopf.run(
-            loop=runner.get_loop(),
-            registry=registry,
-            clusterwide=True,
-            standalone=True,
-            liveness_endpoint=liveness,
-            stop_flag=stop,
-            memo=kopf.Memo(supervisor=supervisor, intake=True, verbose=verbose),
-        )
+    kopf.run(
+        registry=registry,
+        clusterwide=True,
+        standalone=True,
+        liveness_endpoint=liveness,
+        stop_flag=stop,
+        memo=kopf.Memo(supervisor=supervisor, intake=True, verbose=verbose),
+    )
     return 0 if supervisor.healthy else 1
