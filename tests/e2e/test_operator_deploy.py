@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import Operators, Scope, condition, kubectl, wait_profile
+from operator_harness import Operators, Scope, condition, kubectl, wait_profile, wait_until
 
 from kopf_scheduler.devcluster import kubeconfig
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps
@@ -101,8 +101,12 @@ def test_operator_works_with_the_deployed_rbac(
     scope.wait_bound("web")
     scope.wait_event("Scheduled", "web")
     scope.wait_event("FailedScheduling", "huge")
-    huge = scope.get_pod("huge")
-    assert condition(huge, "PodScheduled").get("reason") == "Unschedulable", dumps(huge["status"])
+    # the event and the pod's PodScheduled condition are written by two writers: either may land first
+    wait_until(
+        lambda: condition(scope.get_pod("huge"), "PodScheduled").get("reason") == "Unschedulable",
+        15,
+        "PodScheduled=False with reason Unschedulable on pod huge",
+    )
     wait_profile(control_plane, profile, "True")
     assert not operator.problems(), operator.problems()
     forbidden = [
