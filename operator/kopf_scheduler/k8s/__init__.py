@@ -1,8 +1,8 @@
 """The only code that talks to the API server: connection and credentials, binding, preemption, events,
 pod status, leader election, and a few reads and status patches for the operator.
 
-Built on aiohttp (one shared session); ``kubernetes.config`` is used only to run kubeconfig exec and
-auth-provider credential plugins. Nothing here imports kopf.
+Requests go over one pool of keep-alive HTTP/1.1 connections (``http_pool``); ``kubernetes.config``
+is used only to run kubeconfig exec and auth-provider credential plugins. Nothing here imports kopf.
 """
 
 from kopf_scheduler.k8s.client import KubeClient, parse_resource

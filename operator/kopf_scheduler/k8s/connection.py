@@ -119,7 +119,7 @@ class ConnectionInfo:
             )
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS settings for aiohttp (None for plain http)."""
+        """The TLS settings for connections to the server (None for plain http)."""
         if not self.server.startswith("https://"):
             return None
         # without cadata the system trust store is used

@@ -1,10 +1,12 @@
-"""The HTTP layer: one shared aiohttp session to the API server, JSON in and out, counted.
+"""The HTTP layer: one pool of keep-alive connections to the API server (``http_pool``), JSON in and out,
+counted.
 
 ``RestClient.request`` never raises for HTTP outcomes: it returns a ``Response`` whose ``status`` is the
 HTTP status, or 0 when there was no answer (connection refused, TLS failure, timeout). A 401 rebuilds the
 credentials once (rotated token, renewed client certificate) and retries the request; concurrent 401s
-share one rebuild. A rebuild that changes the TLS material replaces the session; the old one is closed
-when the client closes, so requests still running on it finish.
+share one rebuild. A rebuild that changes the TLS material replaces the pool; the old one is closed
+when the client closes, so requests still running on it finish. A server URL with a path (an API
+server behind a proxy, ``https://proxy/k8s/clusters/c-1``) keeps it in front of every request's path.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import aiohttp
+from urllib.parse import quote, urlencode, urlsplit
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.k8s.connection import ConfigError, ConnectionInfo
+from kopf_scheduler.k8s.http_pool import HttpPool, NoAnswer
 from kopf_scheduler.k8s.stats import ClientStats
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,8 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 USER_AGENT = "kopf-scheduler"
 DEFAULT_TIMEOUT = 10.0
+#: characters a request path keeps as they are (RFC 3986 path characters, and an escape already made)
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 #: bytes asyncio reads from a TLS socket per call, and keeps as a buffer per connection (its default:
 #: 256 KiB). A TLS record carries at most 16 KiB.
 TLS_READ_BUFFER = 16 * 1024
@@ -59,7 +63,7 @@ def encode(body: Any) -> bytes:
     return body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
 
 
-def _seconds(header: str | None) -> float | None:
+def _seconds(header: bytes | None) -> float | None:
     """``Retry-After`` as seconds: the API server sends a whole number (an HTTP date is not used)."""
     if header is None:
         return None
@@ -105,11 +109,9 @@ class Response:
 def small_tls_read_buffers() -> None:
     """Every TLS connection of asyncio holds a read buffer of ``SSLProtocol.max_size`` (256 KiB) for as long
     as it is open, about 300 KiB per connection with OpenSSL's own state. Over HTTP/1.1 the client holds a
-    connection per request in flight, and the pool keeps every connection a burst of writes opened (idle
-    ones are reused in turn, so none stays idle long enough to be closed): in a churn at 100 pods/s, one
-    burst left 110 connections, 30 MiB, open for the rest of the run. With ``TLS_READ_BUFFER`` a
-    connection holds about 75 KiB. asyncio has no setting per connection; the class attribute is read by
-    each connection it makes."""
+    connection per request in flight, so a burst of writes opens many, which stay open until they have
+    been idle for the keep-alive time. With ``TLS_READ_BUFFER`` a connection holds about 75 KiB. asyncio
+    has no setting per connection; the class attribute is read by each connection it makes."""
     if getattr(asyncio.sslproto.SSLProtocol, "max_size", 0) > TLS_READ_BUFFER:
         asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
 
@@ -131,8 +133,9 @@ class RestClient:
         self.timeout = timeout
         self.stats = stats if stats is not None else ClientStats()
         self.user_agent = user_agent
-        self._session: aiohttp.ClientSession | None = None
-        self._retired: list[aiohttp.ClientSession] = []
+        self._prefix = urlsplit(info.server).path
+        self._pool: HttpPool | None = None
+        self._retired: list[HttpPool] = []
         self._generation = 0
         self._refresh_lock: asyncio.Lock | None = None
         self._closed = False
@@ -145,31 +148,30 @@ class RestClient:
     def server(self) -> str:
         return self._info.server
 
-    def _new_session(self) -> aiohttp.ClientSession:
-        ssl_context = self._info.ssl_context()
+    def _new_pool(self) -> HttpPool:
+        info = self._info
+        url = urlsplit(info.server)
+        ssl_context = info.ssl_context()
         if ssl_context is not None:
             small_tls_read_buffers()
-        connector = aiohttp.TCPConnector(
+        host = url.hostname or ""
+        port = url.port or (443 if ssl_context is not None else 80)
+        return HttpPool(
+            host,
+            port,
+            ssl_context=ssl_context,
+            server_hostname=info.tls_server_name,
             limit=self.connections,
-            ssl=ssl_context if ssl_context is not None else True,
-            keepalive_timeout=60,
-            ttl_dns_cache=300,
-        )
-        return aiohttp.ClientSession(
-            connector=connector,
-            headers={"User-Agent": self.user_agent, "Accept": JSON},
-            # JSON from the server is never parsed by aiohttp; no cookies to keep.
-            cookie_jar=aiohttp.DummyCookieJar(),
-            raise_for_status=False,
+            keepalive=60.0,
         )
 
-    def session(self) -> aiohttp.ClientSession:
-        """The shared session, created on first use (inside the running event loop)."""
+    def pool(self) -> HttpPool:
+        """The shared connection pool, created on first use (inside the running event loop)."""
         if self._closed:
             raise RuntimeError("the API client is closed")
-        if self._session is None:
-            self._session = self._new_session()
-        return self._session
+        if self._pool is None:
+            self._pool = self._new_pool()
+        return self._pool
 
     async def request(
         self,
@@ -183,49 +185,48 @@ class RestClient:
         accept: str = JSON,
     ) -> Response:
         data = None if body is None else encode(body)
+        target = quote(self._prefix + path, safe=_PATH_SAFE)
+        if params:
+            target += "?" + urlencode(params)
         generation = self._generation
-        response = await self._send(method, path, data, content_type, timeout, params, accept)
+        response = await self._send(method, target, data, content_type, timeout, accept)
         if response.status == 401:
             await self._refresh(generation)
-            response = await self._send(method, path, data, content_type, timeout, params, accept)
+            response = await self._send(method, target, data, content_type, timeout, accept)
         return response
 
     async def _send(
         self,
         method: str,
-        path: str,
+        target: str,
         data: bytes | None,
         content_type: str,
         timeout: float | None,
-        params: Mapping[str, str] | None,
-        accept: str = JSON,
+        accept: str,
     ) -> Response:
         if self._closed:
-            return Response(0, error=f"{method} {path}: the API client is closed")
-        info = self._info
-        headers = info.auth_headers()
-        if accept != JSON:
-            headers["Accept"] = accept
-        if data is not None:
-            headers["Content-Type"] = content_type
+            return Response(0, error=f"{method} {target}: the API client is closed")
         try:
-            async with self.session().request(
-                method,
-                info.server + path,
-                data=data,
-                params=params,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout if timeout is not None else self.timeout),
-                server_hostname=info.tls_server_name,
-            ) as resp:
-                payload = await resp.read()  # read fully: the connection then goes back to the pool
-                response = Response(
-                    resp.status, payload, retry_after=_seconds(resp.headers.get("Retry-After"))
-                )
+            pool = self.pool()
+            lines = [
+                f"{method} {target} HTTP/1.1\r\nHost: {pool.host_header}\r\n"
+                f"User-Agent: {self.user_agent}\r\nAccept: {accept}\r\n"
+            ]
+            lines.extend(f"{name}: {value}\r\n" for name, value in self._info.auth_headers().items())
+            if data is None:
+                lines.append("\r\n")
+                request = "".join(lines).encode()
+            else:
+                lines.append(f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n\r\n")
+                request = "".join(lines).encode() + data
+            answer = await pool.request(method, request, timeout if timeout is not None else self.timeout)
+            response = Response(
+                answer.status, answer.body, retry_after=_seconds(answer.headers.get(b"retry-after"))
+            )
         except TimeoutError:
-            response = Response(0, error=f"{method} {path}: timed out")
-        except (aiohttp.ClientError, OSError, ConfigError) as e:
-            response = Response(0, error=f"{method} {path}: {type(e).__name__}: {e}")
+            response = Response(0, error=f"{method} {target}: timed out")
+        except (NoAnswer, OSError, ConfigError) as e:
+            response = Response(0, error=f"{method} {target}: {type(e).__name__}: {e}")
         self.stats.requests[(method, response.status)] += 1
         return response
 
@@ -243,19 +244,20 @@ class RestClient:
                 logger.error("API server answered 401 and the credentials cannot be reloaded: %s", e)
                 return
             self._info = new
+            self._prefix = urlsplit(new.server).path
             self._generation += 1
             self.stats.credential_refreshes += 1
-            if new.tls_material != old.tls_material and self._session is not None:
-                self._retired.append(self._session)
-                self._session = None
+            if new.tls_material != old.tls_material and self._pool is not None:
+                self._retired.append(self._pool)
+                self._pool = None
             logger.info("API credentials reloaded from %s after a 401", new.source or "their source")
 
     async def close(self) -> None:
         self._closed = True
-        sessions = [s for s in (self._session, *self._retired) if s is not None]
-        self._session, self._retired = None, []
-        for session in sessions:
-            await session.close()
+        pools = [p for p in (self._pool, *self._retired) if p is not None]
+        self._pool, self._retired = None, []
+        for pool in pools:
+            await pool.close()
 
     # -- JSON helpers: raise APIError for anything but the expected statuses ------------------------
 

@@ -97,7 +97,7 @@ async def test_no_answer_is_status_zero() -> None:
         port = s.getsockname()[1]
     rest = RestClient(ConnectionInfo(f"http://127.0.0.1:{port}"))
     response = await rest.request("GET", "/api/v1/namespaces")
-    assert response.status == 0 and "ClientConnectorError" in response.message()
+    assert response.status == 0 and "ConnectionRefusedError" in response.message()
     await rest.close()
 
 
