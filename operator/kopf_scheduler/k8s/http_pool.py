@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import httptools
 
 #: methods that may be sent again when a kept-alive connection turns out to be closed
-IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+IDEMPOTENT = frozenset({"GET", "PUT", "DELETE", "OPTIONS"})
 DEFAULT_KEEPALIVE = 60.0
 
 
