@@ -162,7 +162,6 @@ class RestClient:
             ssl_context=ssl_context,
             server_hostname=info.tls_server_name,
             limit=self.connections,
-            keepalive=60.0,
         )
 
     def pool(self) -> HttpPool:
