@@ -207,8 +207,15 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=None, help="seconds for a measured phase (small 300, full 1800)"
     )
     run.add_argument("--create-concurrency", type=int, default=64, help="pod creations in flight")
-    run.add_argument("--profile", action="store_true", help="py-spy kopf-scheduler during its measured phase")
-    run.add_argument("--profile-format", choices=("flamegraph", "raw", "speedscope"), default="flamegraph")
+    run.add_argument(
+        "--profile", action="store_true", help="profile kopf-scheduler during its measured phase"
+    )
+    run.add_argument(
+        "--profile-format",
+        choices=("flamegraph", "raw", "speedscope", "cpu"),
+        default="flamegraph",
+        help="py-spy's (time of running or runnable threads), or cpu: CPU time (bench/cpu_sampler.py)",
+    )
     run.add_argument(
         "--quiet-wait",
         type=float,

@@ -36,6 +36,7 @@ from typing import Any
 import aiohttp
 
 from bench import apimetrics, procstats, schedulers
+from bench.cpu_sampler import CpuProfiler
 from bench.loadgen import Measurement, PodLoad
 from bench.objects import Companion, Extras, Loader, Setup
 from bench.sampling import summarize
@@ -265,6 +266,11 @@ class Profiler:
             self.popen.wait()
 
 
+def _profile_path(workload: Workload, opts: RunOptions, latency_mode: bool, suffix: str) -> Path:
+    mode = f"rate{opts.rate:g}" if latency_mode else "throughput"
+    return opts.results_dir / f"profile-{workload.name}-{opts.size}-{mode}-{opts.stamp}.{suffix}"
+
+
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
@@ -306,7 +312,7 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
     # the pods' schedulerName: the scheduler's own, or a profile the workload applies
     pod_scheduler = workload.scheduler_name or sched.scheduler_name
     record["scheduler_name"] = pod_scheduler
-    profiler: Profiler | None = None
+    profiler: Profiler | CpuProfiler | None = None
     companion: Companion | None = None
     try:
         started = time.monotonic()
@@ -322,6 +328,10 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         manager_before = _controller_manager_requests(cluster)
         before = apimetrics.parse(api.request("GET", "/metrics", timeout=60).text())
         started = time.monotonic()
+        cpu_profiler = None
+        if opts.profile and kind == schedulers.KOPF_SCHEDULER and opts.profile_format == "cpu":
+            cpu_profiler = CpuProfiler(_profile_path(workload, opts, latency_mode, "cpu.txt"))
+            sched.wrap_env = cpu_profiler.env
         sched.start()
         record["startup_seconds"] = round(time.monotonic() - started, 2)
         record["settle_seconds"] = round(wait_idle(sched.pid, sched.alive), 1)
@@ -332,13 +342,14 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
             companion.start()
         pid = sched.pid
         apiserver_pid, etcd_pid = cluster.components[APISERVER].pid, cluster.components[ETCD].pid
-        if opts.profile and kind == schedulers.KOPF_SCHEDULER:
+        if cpu_profiler is not None:
+            profiler = cpu_profiler
+        elif opts.profile and kind == schedulers.KOPF_SCHEDULER:
             suffix = {"flamegraph": "svg", "raw": "txt", "speedscope": "json"}[opts.profile_format]
-            mode = f"rate{opts.rate:g}" if latency_mode else "throughput"
-            output = opts.results_dir / f"profile-{workload.name}-{opts.size}-{mode}-{opts.stamp}.{suffix}"
-            profiler = Profiler(pid, output, opts.profile_format)
+            profiler = Profiler(pid, _profile_path(workload, opts, latency_mode, suffix), opts.profile_format)
+        if profiler is not None:
             profiler.start()
-            record["profile"] = str(output)
+            record["profile"] = str(profiler.output)
 
         marks: dict[str, dict[str, float]] = {}
 

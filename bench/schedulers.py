@@ -52,6 +52,8 @@ class Scheduler:
         self.cluster = cluster
         self.workdir = workdir
         self.component: Component | None = None
+        #: applied to the environment it starts with (``--profile-format cpu`` sets kopf-scheduler's)
+        self.wrap_env: Callable[[dict[str, str]], dict[str, str]] | None = None
 
     @property
     def pid(self) -> int:
@@ -140,6 +142,8 @@ class KopfScheduler(Scheduler):
         env.update(
             KUBECONFIG=str(self.cluster.kubeconfig), PYTHONUNBUFFERED="1", POD_NAME="kopf-scheduler-bench"
         )
+        if self.wrap_env is not None:
+            env = self.wrap_env(env)
         self.component = spawn(self.kind, argv, self.log_file, env=env, die_with_parent=True)
         self._wait(self._ready, timeout, "synced and leading")
 
