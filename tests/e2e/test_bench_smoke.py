@@ -87,3 +87,34 @@ def test_tiny_workloads_complete_and_pass_their_check(name: str, scheduler: str,
         # every measured pod deleted once its second of life was over, except the last bound
         assert record["expired"] >= measured - rate * lifetime - 5, record
     assert record["rss_progress"], record
+
+
+def test_cpu_profile_covers_both_processes_of_kopf_scheduler(tmp_path: Path) -> None:
+    """``--profile --profile-format cpu``: both processes sample their CPU through the start-up hook, and
+    the merged profile adds up to what the benchmark measured for the run."""
+    from bench.profile_summary import read, summarize
+    from bench.runner import RunOptions, run_one
+    from bench.workloads import WORKLOADS, Shape
+
+    shape = Shape(100, 0, 300, upstream="tiny", rate=150.0)
+    workload = dataclasses.replace(WORKLOADS["SchedulingBasic"], sizes={"small": shape})
+    opts = RunOptions(
+        size="small", timeout=120, results_dir=tmp_path, stamp="smoke", quiet_wait=0,
+        profile=True, profile_format="cpu",
+    )  # fmt: skip
+    record = run_one(workload, "kopf-scheduler", opts)
+    assert record["complete"], record["error"]
+    profile = read(Path(record["profile"]))
+    assert profile.cpu
+    processes = {frames[0] for frames, _ in profile.stacks}
+    assert len(processes) == 2, processes
+    assert any("kopf-scheduler run" in p for p in processes), processes
+    assert any("kopf_scheduler.handlers.intake" in p for p in processes), processes
+    total = sum(n for _, n in profile.stacks) / 1e6
+    # sampled from just before the first pod to just after the last: the measured phase, give or take
+    # the sampler's polls at each end
+    assert abs(total - record["cpu_seconds"]) <= 0.3 * record["cpu_seconds"] + 0.3, (total, record)
+    text = summarize(profile, pods=300)
+    assert "scheduling process" in text and "watch intake process" in text, text
+    assert "scheduling cycle" in text and "Kopf per-event processing" in text, text
+    assert sorted(p.name for p in tmp_path.glob("profile-*")) == [Path(record["profile"]).name]
