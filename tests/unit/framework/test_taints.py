@@ -11,7 +11,7 @@ from kopf_scheduler.framework.taints import (
     first_untolerated,
     tolerated,
 )
-from kopf_scheduler.plugins.node_unschedulable import UNSCHEDULABLE_TAINT
+from kopf_scheduler.plugins.node_unschedulable.plugin import UNSCHEDULABLE_TAINT
 
 DEDICATED = Taint("dedicated", "gpu", NO_SCHEDULE)
 

@@ -16,7 +16,7 @@ from kopf_scheduler.framework.interface import QueueingHint
 from kopf_scheduler.framework.pod_info import HostPort, PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status
 from kopf_scheduler.plugins.node_ports import ERR_REASON, NodePorts, new
-from kopf_scheduler.plugins.node_ports import pod_deleted as hint
+from kopf_scheduler.plugins.node_ports.plugin import pod_deleted as hint
 from kopf_scheduler.testing import make_node, make_pod
 
 CONFLICT = Status(Code.UNSCHEDULABLE, (ERR_REASON,))

@@ -1,68 +1,12 @@
 """NodeUnschedulable: cordoned nodes (``spec.unschedulable``) take only pods that tolerate the
 ``node.kubernetes.io/unschedulable:NoSchedule`` taint (``nodeunschedulable/node_unschedulable.go``)."""
 
-from __future__ import annotations
-
-from typing import Any
-
-import numpy as np
-
 from kopf_scheduler.framework.args import NoArgs as Args
-from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
-from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, QueueingHint, VectorFilter
-from kopf_scheduler.framework.node_info import NodeInfo
-from kopf_scheduler.framework.node_table import NodeTable
-from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import Status, unresolvable
-from kopf_scheduler.framework.taints import NO_SCHEDULE, Taint, tolerated
-from kopf_scheduler.plugins import names
-
-NAME = names.NODE_UNSCHEDULABLE
-ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
-UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
-
-
-def _tolerates_cordon(pod: PodInfo) -> bool:
-    return tolerated(UNSCHEDULABLE_TAINT, pod.tolerations)
-
-
-class NodeUnschedulable(FilterPlugin, VectorFilter, EnqueueExtensions):
-    name = NAME
-
-    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
-        if node.unschedulable and not _tolerates_cordon(pod):
-            return unresolvable(ERR_REASON_UNSCHEDULABLE)
-        return None
-
-    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        if _tolerates_cordon(pod):
-            return np.ones(len(rows), dtype=bool)
-        return ~table.unschedulable[rows]
-
-    def events_to_register(self) -> list[ClusterEventWithHint]:
-        return [
-            ClusterEventWithHint(
-                ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _node_changed
-            ),
-            ClusterEventWithHint(ClusterEvent(Resource.POD, Action.UPDATE_POD_TOLERATION), _own_update),
-        ]
-
-
-def _node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-    if isinstance(new, NodeInfo) and (not new.unschedulable or _tolerates_cordon(pod)):
-        return QueueingHint.QUEUE
-    return QueueingHint.SKIP
-
-
-def _own_update(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-    if isinstance(new, PodInfo) and new.uid == pod.uid and _tolerates_cordon(new):
-        return QueueingHint.QUEUE
-    return QueueingHint.SKIP
-
-
-def new(args: Args, handle: Any) -> NodeUnschedulable:
-    return NodeUnschedulable()
-
+from kopf_scheduler.plugins.node_unschedulable.plugin import (
+    ERR_REASON_UNSCHEDULABLE,
+    NAME,
+    NodeUnschedulable,
+    new,
+)
 
 __all__ = ["ERR_REASON_UNSCHEDULABLE", "NAME", "Args", "NodeUnschedulable", "new"]

@@ -1,0 +1,103 @@
+"""ImageLocality: prefers nodes that already hold the pod's container images
+(``imagelocality/image_locality.go`` upstream).
+
+Each init or regular container whose image (``:latest`` added when untagged) is on the node adds
+``size * nodesWithImage / totalNodes``: spreading the score by how many nodes have the image keeps pods
+from piling onto the one node that pulled it first. The sum is clamped to ``[23 MiB, 1000 MiB *
+containers]`` and scaled to ``100 * (sum - 23 MiB) / (max - 23 MiB)``. There is no pre-score and no
+normalisation upstream.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from kopf_scheduler.framework.args import NoArgs
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.interface import MAX_NODE_SCORE, ScorePlugin, VectorScore
+from kopf_scheduler.framework.node_info import NodeInfo, normalized_image_name
+from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.plugins import names
+
+NAME = names.IMAGE_LOCALITY
+MB = 1024 * 1024
+#: below this the image is cheap to pull anyway (90 % of registry images are between the thresholds)
+MIN_THRESHOLD = 23 * MB
+MAX_CONTAINER_THRESHOLD = 1000 * MB
+
+
+def pod_images(pod: PodInfo) -> tuple[tuple[str, ...], int]:
+    """The normalised image of every init and regular container (repeats kept), and the container count."""
+    found = pod.extra.get(NAME)
+    if found is None:
+        spec = pod.spec
+        containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+        images = tuple(normalized_image_name(str(c.get("image") or "")) for c in containers)
+        found = pod.extra[NAME] = (images, len(containers))
+    return found  # type: ignore[no-any-return]
+
+
+def scaled_image_score(size: int, nodes_with_image: int, total_nodes: int) -> int:
+    spread = float(nodes_with_image) / float(total_nodes)
+    return int(float(size) * spread)
+
+
+def calculate_priority(sum_scores: int, containers: int) -> int:
+    max_threshold = MAX_CONTAINER_THRESHOLD * containers
+    if sum_scores < MIN_THRESHOLD:
+        sum_scores = MIN_THRESHOLD
+    elif sum_scores > max_threshold:
+        sum_scores = max_threshold
+    numerator, denominator = MAX_NODE_SCORE * (sum_scores - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD
+    # Go's integer division truncates toward zero (only a pod without containers makes it negative).
+    quotient = abs(numerator) // abs(denominator)
+    return -quotient if (numerator < 0) != (denominator < 0) else quotient
+
+
+class ImageLocality(ScorePlugin, VectorScore):
+    name = NAME
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        images, containers = pod_images(pod)
+        snapshot = self.handle.snapshot()
+        total = len(snapshot.node_infos)
+        sizes = node.image_sizes
+        summed = 0
+        for image in images:
+            size = sizes.get(image)
+            if size is not None:
+                summed += scaled_image_score(size, snapshot.image_num_nodes(image), total)
+        return calculate_priority(summed, containers)
+
+    def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        images, containers = pod_images(pod)
+        snapshot = self.handle.snapshot()
+        present = {
+            image: repeats for image, repeats in Counter(images).items() if snapshot.image_num_nodes(image)
+        }
+        if not present:  # no node has any of the images: every node scores calculate_priority(0) = 0
+            return np.full(len(rows), calculate_priority(0, containers), dtype=np.int64)
+        total = len(snapshot.node_infos)
+        infos = snapshot.node_infos
+        out = np.empty(len(rows), dtype=np.int64)
+        spread = {image: snapshot.image_num_nodes(image) for image in present}
+        for i, row in enumerate(rows.tolist()):
+            sizes = infos[row].image_sizes
+            summed = 0
+            for image, repeats in present.items():
+                size = sizes.get(image)
+                if size is not None:
+                    summed += repeats * scaled_image_score(size, spread[image], total)
+            out[i] = calculate_priority(summed, containers)
+        return out
+
+
+def new(args: NoArgs, handle: Any) -> ImageLocality:
+    return ImageLocality(handle)

@@ -1,0 +1,50 @@
+"""NodeName: a pod that names a node in ``spec.nodeName`` fits only there (``nodename/node_name.go``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kopf_scheduler.framework.args import NoArgs
+from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, QueueingHint, VectorFilter
+from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import Status, unresolvable
+from kopf_scheduler.plugins import names
+
+NAME = names.NODE_NAME
+ERR_REASON = "node(s) didn't match the requested node name"
+
+
+class NodeName(FilterPlugin, VectorFilter, EnqueueExtensions):
+    name = NAME
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        if pod.node_name and pod.node_name != node.name:
+            return unresolvable(ERR_REASON)
+        return None
+
+    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if not pod.node_name:
+            return np.ones(len(rows), dtype=bool)
+        wanted = self.handle.snapshot().index_of(pod.node_name)
+        return rows == (-1 if wanted is None else wanted)
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [ClusterEventWithHint(ClusterEvent(Resource.NODE, Action.ADD), _node_added)]
+
+
+def _node_added(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    name = new.name if isinstance(new, NodeInfo) else ""
+    return QueueingHint.QUEUE if not pod.node_name or pod.node_name == name else QueueingHint.SKIP
+
+
+def new(args: NoArgs, handle: Any) -> NodeName:
+    return NodeName(handle)

@@ -1,0 +1,41 @@
+"""SchedulingGates: a pod with ``spec.schedulingGates`` stays out of the active queue
+(``schedulinggates/scheduling_gates.go``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kopf_scheduler.framework.args import NoArgs
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.interface import EnqueueExtensions, PreEnqueuePlugin, QueueingHint
+from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import Status, unresolvable
+from kopf_scheduler.plugins import names
+
+NAME = names.SCHEDULING_GATES
+
+
+class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
+    name = NAME
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        if not pod.scheduling_gates:
+            return None
+        return unresolvable(f"waiting for scheduling gates: [{' '.join(pod.scheduling_gates)}]")
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            ClusterEventWithHint(
+                ClusterEvent(Resource.POD, Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED), self._gates_removed
+            )
+        ]
+
+    @staticmethod
+    def _gates_removed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+        if isinstance(new, PodInfo) and new.uid == pod.uid and not new.scheduling_gates:
+            return QueueingHint.QUEUE
+        return QueueingHint.SKIP
+
+
+def new(args: NoArgs, handle: Any) -> SchedulingGates:
+    return SchedulingGates()
