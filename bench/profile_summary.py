@@ -80,7 +80,7 @@ def bucket(frames: Stack) -> tuple[str, str]:
     if _has(frames, "k8s/event_recorder.py") or _has(frames, "k8s/events.py"):
         return "events (events.k8s.io)", "HTTP" if http else "recorder"
     if _has(frames, "process_resource_event"):
-        if _has(frames, "kopf_scheduler/service.py") or _has(frames, "kopf_scheduler/scheduler.py"):
+        if _has(frames, "kopf_scheduler/service/service.py") or _has(frames, "kopf_scheduler/scheduling/scheduler.py"):
             return "Kopf per-event processing", "our handler's body (service -> scheduler cache/queue)"
         if _has(frames, "diffbase.py") or _has(frames, "progress.py") or _has(frames, "deepcopy"):
             return "Kopf per-event processing", "_detect_causes: diff-base, progress storage, deepcopy"
@@ -91,7 +91,7 @@ def bucket(frames: Stack) -> tuple[str, str]:
         return "Kopf watch stream", "JSON decoding" if _has(frames, "json/") else "reading"
     if _has(frames, "kopf/_core/reactor/queueing.py"):
         return "Kopf per-object queues and workers", frames[-1]
-    if _has(frames, "prometheus_client") or _has(frames, "kopf_scheduler/metrics.py"):
+    if _has(frames, "prometheus_client") or _has(frames, "kopf_scheduler/service/metrics.py"):
         return "metrics", frames[-1]
     if http:
         return "other HTTP I/O (responses, socket writes)", frames[-1]

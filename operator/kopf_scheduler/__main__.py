@@ -17,11 +17,11 @@ from kopf_scheduler.errors import UsageError
 
 # command name -> module exposing ``add_parser(subparsers)`` and ``run(args) -> int``
 COMMANDS: dict[str, str] = {
-    "simulate": "kopf_scheduler.simulate.cli",
-    "dev-cluster": "kopf_scheduler.devcluster.cli",
-    "run": "kopf_scheduler.run_cli",
-    "profiles": "kopf_scheduler.profiles_cli",
-    "explain": "kopf_scheduler.explain_cli",
+    "simulate": "kopf_scheduler.cli.simulate",
+    "dev-cluster": "kopf_scheduler.cli.dev_cluster",
+    "run": "kopf_scheduler.cli.run",
+    "profiles": "kopf_scheduler.cli.profiles",
+    "explain": "kopf_scheduler.cli.explain",
 }
 
 

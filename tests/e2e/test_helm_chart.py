@@ -15,7 +15,7 @@ import pytest
 import yaml
 from operator_harness import Scope, kubectl
 
-from kopf_scheduler import run_cli
+from kopf_scheduler.cli import run as run_cli
 from kopf_scheduler.devcluster.binaries import built_tool
 from kopf_scheduler.devcluster.harness import ClusterHarness
 

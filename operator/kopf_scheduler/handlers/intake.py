@@ -25,8 +25,8 @@ import kopf
 import uvloop
 
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
-from kopf_scheduler.heap import FreezeAfterListing
-from kopf_scheduler.intake_link import READY, WATCHES, FrameWriter, frame
+from kopf_scheduler.service.gc_freeze import FreezeAfterListing
+from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame
 
 
 def registry_for(fd: int) -> kopf.OperatorRegistry:

@@ -9,9 +9,9 @@ from typing import Any
 
 import kopf
 
-from kopf_scheduler.intake_link import IntakeLink
-from kopf_scheduler.service import SchedulerService, ServiceConfig
-from kopf_scheduler.supervision import Supervisor
+from kopf_scheduler.service.intake_link import IntakeLink
+from kopf_scheduler.service.service import SchedulerService, ServiceConfig
+from kopf_scheduler.service.supervision import Supervisor
 
 
 class NoDiffBase(kopf.DiffBaseStorage):

@@ -17,7 +17,7 @@ import os
 import kopf
 
 from kopf_scheduler.handlers import lifecycle
-from kopf_scheduler.supervision import Supervisor, port_taken
+from kopf_scheduler.service.supervision import Supervisor, port_taken
 
 log = logging.getLogger("kopf_scheduler")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import kopf
 
-from kopf_scheduler.intake_link import WATCHES, Watch
+from kopf_scheduler.service.intake_link import WATCHES, Watch
 
 
 def _register(watch: Watch) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.api.profile import ProfileSpec
-from kopf_scheduler.scheduler import DEFAULT_SCHEDULER_NAMES
+from kopf_scheduler.scheduling.scheduler import DEFAULT_SCHEDULER_NAMES
 from kopf_scheduler.simulate.loader import ClusterInput
 from kopf_scheduler.simulate.run import SimulationResult
 

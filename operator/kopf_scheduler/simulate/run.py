@@ -19,7 +19,7 @@ from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, POD_GROUP
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.slim import slim
 from kopf_scheduler.plugins.names import SCHEDULING_GATES
-from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.simulate.client import PodOutcome, SimulatedCluster
 from kopf_scheduler.simulate.dra import SimulatedClaims
 from kopf_scheduler.simulate.loader import ClusterInput

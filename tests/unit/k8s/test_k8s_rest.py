@@ -19,7 +19,7 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s.binding import Binder, binding_body
 from kopf_scheduler.k8s.connection import ConnectionInfo, StaticToken, load_cert_chain
 from kopf_scheduler.k8s.rest import TLS_READ_BUFFER, RestClient, resource_path
-from kopf_scheduler.metrics_server import self_signed
+from kopf_scheduler.service.secure_port import self_signed
 
 
 class Server:

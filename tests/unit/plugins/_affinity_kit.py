@@ -9,6 +9,7 @@ import numpy as np
 
 from kopf_scheduler.backend.cache import Snapshot
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.objects import NoObjects
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.plugins import inter_pod_affinity as ipa
 from kopf_scheduler.testing import make_node, make_pod
@@ -29,6 +30,7 @@ NAMESPACES = {
 class FakeHandle:
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
+        self.objects = NoObjects()
 
     def snapshot(self) -> Snapshot:
         return self._snapshot

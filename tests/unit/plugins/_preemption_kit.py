@@ -17,8 +17,8 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.status import Status
 from kopf_scheduler.plugins.default_preemption import DefaultPreemption
-from kopf_scheduler.schedule_one import schedule_pod
-from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.scheduling.schedule_one import schedule_pod
+from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.simulate.client import SimulatedCluster
 from kopf_scheduler.testing import make_node
 

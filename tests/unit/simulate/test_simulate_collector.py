@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kopf_scheduler.cli.simulate import collector_paused
 from kopf_scheduler.errors import UsageError
-from kopf_scheduler.simulate.cli import collector_paused
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,102 @@
+"""Keeping the cyclic garbage collector's pauses short in a process that holds a whole cluster.
+
+The scheduler keeps every node and pod for as long as they exist, and CPython's collector walks every
+live container object on each full pass: with thousands of pods that is 100-200 ms during which the
+event loop stands still, which was the p99 latency of the pods arriving then. So objects that survived a
+full pass are frozen (``gc.freeze``): later passes only walk what was created since. Frozen objects are
+still freed by reference counting when the scheduler drops them; only reference cycles among them would
+wait, so every ``compact_every`` seconds the heap is unfrozen, collected once and frozen again.
+
+The watch intake process (``handlers.intake``) holds mostly what Kopf keeps per watched object, made by
+its listings, beside short-lived per-event workers. Freezing the survivors of every full pass there would
+also freeze the workers alive at that moment, and garbage cycles through them would wait for the next
+compaction while pods come and go, so its memory would creep. That process freezes once a listing is
+over instead (``FreezeAfterListing``): what the listing made is frozen, what comes later is left to the
+collector as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kopf_scheduler.service.after_quiet import AfterQuiet, cancel
+
+log = logging.getLogger(__name__)
+
+#: seconds between two full collections of the whole heap
+DEFAULT_COMPACT_EVERY = 600.0
+#: seconds without listed objects before a listing counts as over
+DEFAULT_LISTING_QUIET = 2.0
+
+
+class HeapSettler:
+    def __init__(self, compact_every: float = DEFAULT_COMPACT_EVERY) -> None:
+        self.compact_every = compact_every
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: called with the compaction task once started (the operator's supervisor watches it)
+        self.watch: Callable[[asyncio.Task[None]], object] | None = None
+
+    def start(self) -> None:
+        """Collects and freezes what exists now (the cluster just listed); from then on, freezes the
+        survivors of every full pass and compacts periodically. Call from the event loop."""
+        self._loop = asyncio.get_running_loop()
+        self.compact()
+        if self._after_collection not in gc.callbacks:
+            gc.callbacks.append(self._after_collection)
+        self._task = self._loop.create_task(self._compact_periodically(), name="heap-compaction")
+        if self.watch is not None:
+            self.watch(self._task)
+
+    async def stop(self) -> None:
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._after_collection)
+        task, self._task = self._task, None
+        await cancel(task)
+
+    @staticmethod
+    def compact() -> None:
+        """One full collection of everything, frozen objects included; the survivors are frozen."""
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+
+    def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
+        # Called by the collector, possibly on another thread: freeze once it has finished.
+        if phase == "stop" and info.get("generation") == 2 and self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to keep fast
+                self._loop.call_soon_threadsafe(gc.freeze)
+
+    async def _compact_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.compact_every)
+            self.compact()
+            log.debug("heap compacted: %d objects frozen", gc.get_freeze_count())
+
+
+class FreezeAfterListing:
+    """Compacts the heap (``HeapSettler.compact``) once a listing has had no object for ``quiet`` seconds:
+    the objects it made stay, so later full passes walk only what came since."""
+
+    def __init__(
+        self, quiet: float = DEFAULT_LISTING_QUIET, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._after_listing = AfterQuiet(self._freeze, quiet=quiet, clock=clock, name="heap-freeze")
+
+    def listed(self) -> None:
+        """An object of a listing was received. Call from the event loop."""
+        self._after_listing.signal()
+
+    @staticmethod
+    async def _freeze() -> None:
+        HeapSettler.compact()
+        log.debug("listing over: %d objects frozen", gc.get_freeze_count())
+
+    async def stop(self) -> None:
+        await self._after_listing.stop()

@@ -1,0 +1,243 @@
+"""Turns SchedulingProfile objects into served frameworks, live.
+
+Rules:
+- A valid profile is built and serves its ``schedulerName`` from the next cycle on; its status gets
+  ``Accepted=True`` and ``Ready=True`` with ``observedGeneration`` and the effective plugins.
+- An invalid profile (schema, unknown plugin, bad plugin args, beyond the operator's bounds: a reserved
+  scheduler name, a TLS file outside the TLS directory, ...) gets ``Accepted=False`` (reason
+  ``InvalidSpec``) and ``Stalled=True`` with a message naming the field; if an earlier generation of the
+  same object was accepted, that last good version keeps serving.
+- Two profiles claiming one ``schedulerName``: the older (creation time, then name) serves; the newer
+  gets ``Accepted=False`` (reason ``SchedulerNameConflict``). When the older goes, the newer takes over.
+- A deleted profile stops serving its name; with no profile for it, the built-in default profile serves
+  the default name (``kopf-scheduler``).
+- Status is written only when it changes, so the status update's own watch event changes nothing; a
+  status the object already shows (written before a restart or a failover) is not written again, and its
+  conditions keep their ``lastTransitionTime``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kopf_scheduler.api.bounds import ProfileBounds
+from kopf_scheduler.api.errors import ProfileError
+from kopf_scheduler.api.profile import ProfileSpec, parse_profile
+from kopf_scheduler.framework.runtime.framework import Framework
+from kopf_scheduler.scheduling.scheduler import Scheduler
+
+log = logging.getLogger("kopf_scheduler.profiles")
+
+StatusWriter = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+ACCEPTED = "Accepted"
+READY = "Ready"
+STALLED = "Stalled"
+
+
+@dataclass
+class _Served:
+    object_name: str
+    generation: int | None
+    scheduler_name: str
+    framework: Framework
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(kind: str, ok: bool, reason: str, message: str, generation: int | None) -> dict[str, Any]:
+    condition: dict[str, Any] = {"type": kind, "status": "True" if ok else "False", "reason": reason}
+    condition["message"] = message
+    if generation is not None:
+        condition["observedGeneration"] = generation
+    return condition
+
+
+class ProfileManager:
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        write_status: StatusWriter,
+        default_name: str | None,
+        bounds: ProfileBounds | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.write_status = write_status
+        self.default_name = default_name
+        #: what profiles may claim and reach (``api/bounds.py``); the operator's defaults when None
+        self.bounds = bounds if bounds is not None else ProfileBounds()
+        self._objects: dict[str, Mapping[str, Any]] = {}
+        #: object name -> the version that serves (possibly an older generation than the object's)
+        self._served: dict[str, _Served] = {}
+        self._default: Framework | None = None
+        self._written: dict[str, dict[str, Any]] = {}
+        self._transitions: dict[tuple[str, str], tuple[str, str]] = {}
+        #: object name -> whether its current generation is accepted (the Accepted condition)
+        self._accepted: dict[str, bool] = {}
+
+    async def on_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        if not name:
+            return
+        if kind == "DELETED":
+            self._objects.pop(name, None)
+            self._served.pop(name, None)
+            self._written.pop(name, None)
+            self._accepted.pop(name, None)
+            for key in [key for key in self._transitions if key[0] == name]:
+                del self._transitions[key]
+        else:
+            self._objects[name] = obj
+        await self.reconcile()
+
+    async def load(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """The initial list: every object first, then one reconcile, so that name conflicts are judged with
+        all claimants known (one by one, a newer profile listed first would serve for a moment and flip
+        its status)."""
+        for obj in objs:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            if name:
+                self._objects[name] = obj
+        await self.reconcile()
+
+    def serving(self) -> dict[str, str]:
+        """schedulerName -> the SchedulingProfile serving it (``<built-in>`` for the default)."""
+        out = {s.scheduler_name: s.object_name for s in self._served.values()}
+        if self._default is not None and self.default_name not in out:
+            out[self.default_name or ""] = "<built-in>"
+        return out
+
+    def accepted_counts(self) -> dict[str, int]:
+        """How many SchedulingProfiles are accepted (``"true"``) and refused (``"false"``) as they stand."""
+        accepted = sum(self._accepted.values())
+        return {"true": accepted, "false": len(self._accepted) - accepted}
+
+    async def reconcile(self) -> None:
+        claimed: dict[str, str] = {}
+        statuses: dict[str, dict[str, Any]] = {}
+        for name, obj in sorted(self._objects.items(), key=lambda kv: (_created(kv[1]), kv[0])):
+            statuses[name] = self._reconcile_one(name, obj, claimed)
+        self._apply(claimed)
+        for name, status in statuses.items():
+            self._accepted[name] = status["conditions"][0]["status"] == "True"
+            if self._written.get(name) == status:
+                continue
+            if _shown(self._objects.get(name)) == _without_nulls(status):
+                self._written[name] = status  # already there (written before a restart, or by a peer)
+                continue
+            await self._write(name, status)
+
+    def _reconcile_one(self, name: str, obj: Mapping[str, Any], claimed: dict[str, str]) -> dict[str, Any]:
+        generation = (obj.get("metadata") or {}).get("generation")
+        served = self._served.get(name)
+        spec: ProfileSpec | None = None
+        error: ProfileError | None = None
+        framework: Framework | None = None
+        if served is not None and served.generation == generation:
+            framework = served.framework
+            scheduler_name = served.scheduler_name
+        else:
+            try:
+                spec = parse_profile(obj, self.bounds)
+                framework = self.scheduler.build_profile(spec)
+                scheduler_name = spec.scheduler_name
+            except ProfileError as e:
+                error = e
+                scheduler_name = served.scheduler_name if served is not None else ""
+        if error is not None:
+            if served is not None and served.scheduler_name not in claimed:
+                claimed[served.scheduler_name] = name  # the last good version keeps serving
+            message = str(error)
+            if served is not None:
+                message += f" (generation {served.generation} keeps serving {served.scheduler_name!r})"
+            log.warning("SchedulingProfile %s rejected: %s", name, message)
+            return self._status(name, generation, False, "InvalidSpec", message, served)
+        assert framework is not None
+        owner = claimed.get(scheduler_name)
+        if owner is not None:
+            self._served.pop(name, None)
+            message = (
+                f"schedulerName {scheduler_name!r} is already served by SchedulingProfile {owner!r} (older)"
+            )
+            return self._status(name, generation, False, "SchedulerNameConflict", message, None)
+        claimed[scheduler_name] = name
+        self._served[name] = _Served(name, generation, scheduler_name, framework)
+        return self._status(
+            name,
+            generation,
+            True,
+            "Accepted",
+            f"serving schedulerName {scheduler_name!r}",
+            self._served[name],
+        )
+
+    def _status(
+        self, name: str, generation: int | None, ok: bool, reason: str, message: str, served: _Served | None
+    ) -> dict[str, Any]:
+        serving = served is not None and (ok or served.generation != generation)
+        conditions = [
+            _condition(ACCEPTED, ok, reason, message, generation),
+            _condition(READY, serving, "Serving" if serving else reason, message, generation),
+            _condition(
+                STALLED, not ok, reason if not ok else "Accepted", message if not ok else "", generation
+            ),
+        ]
+        shown = {c.get("type"): c for c in _shown(self._objects.get(name)).get("conditions") or ()}
+        for condition in conditions:
+            key = (name, condition["type"])
+            previous = self._transitions.get(key)
+            if previous is None:  # first look since start: a condition already shown keeps its time
+                old = shown.get(condition["type"]) or {}
+                if old.get("status") == condition["status"] and old.get("lastTransitionTime"):
+                    previous = self._transitions[key] = (condition["status"], str(old["lastTransitionTime"]))
+            if previous is None or previous[0] != condition["status"]:
+                self._transitions[key] = (condition["status"], _now())
+            condition["lastTransitionTime"] = self._transitions[key][1]
+        status: dict[str, Any] = {"observedGeneration": generation, "conditions": conditions}
+        status["effectivePlugins"] = served.framework.describe() if served is not None and serving else None
+        return status
+
+    def _apply(self, claimed: dict[str, str]) -> None:
+        wanted: dict[str, Framework] = {}
+        for scheduler_name, object_name in claimed.items():
+            wanted[scheduler_name] = self._served[object_name].framework
+        if self.default_name and self.default_name not in wanted:
+            if self._default is None:
+                self._default = self.scheduler.build_profile(ProfileSpec(scheduler_name=self.default_name))
+            wanted[self.default_name] = self._default
+        for scheduler_name in list(self.scheduler.profiles):
+            if scheduler_name not in wanted:
+                log.info("schedulerName %r is no longer served", scheduler_name)
+                self.scheduler.remove_profile(scheduler_name)
+        for scheduler_name, framework in wanted.items():
+            if self.scheduler.profiles.get(scheduler_name) is not framework:
+                log.info("serving schedulerName %r with %s", scheduler_name, framework.describe())
+                self.scheduler.install(framework)
+
+    async def _write(self, name: str, status: dict[str, Any]) -> None:
+        try:
+            await self.write_status(name, status)
+            self._written[name] = status
+        except Exception as e:  # the next event retries; serving does not depend on the status write
+            log.warning("cannot update the status of SchedulingProfile %s: %s", name, e)
+
+
+def _shown(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The status the object shows now ({} when none)."""
+    status = (obj or {}).get("status")
+    return dict(status) if isinstance(status, Mapping) else {}
+
+
+def _without_nulls(status: Mapping[str, Any]) -> dict[str, Any]:
+    """``status`` as the API server stores it (a merge patch drops null fields)."""
+    return {k: v for k, v in status.items() if v is not None}
+
+
+def _created(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("creationTimestamp") or "")

@@ -1,0 +1,378 @@
+"""Scheduling cycles of profiles with extenders (the simulator's loop, real HTTP on loopback): how
+extender verdicts enter the FailedScheduling message, which nodes each verb is sent, nominated nodes,
+preemption's preempt verb, binding by an extender, ``ignoredByScheduler``, requeueing after an extender
+rejection, and that the cycle is awaited, not run eagerly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from kopf_scheduler.api.profile import ProfileSpec, parse_profile
+from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
+from kopf_scheduler.scheduling.scheduler import Scheduler
+from kopf_scheduler.simulate.client import SimulatedCluster
+from kopf_scheduler.simulate.loader import ClusterInput
+from kopf_scheduler.simulate.run import SimulationResult, simulate
+from kopf_scheduler.testing import make_node, make_pod
+from kopf_scheduler.testing.extender_server import Answer, FakeExtender
+
+NAME = "with-extenders"
+PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+
+
+def _nodes(*names: str, cpu: str = "2") -> list[dict[str, Any]]:
+    return [make_node().name(n).capacity(cpu=cpu, memory="8Gi", pods=20).obj() for n in names]
+
+
+def _pod(name: str, cpu: str = "1", priority: int = 0) -> Any:
+    return make_pod().name(name).uid(f"uid-{name}").scheduler_name(NAME).req(cpu=cpu).priority(priority)
+
+
+def _profile(*extenders: dict[str, Any], **spec: Any) -> list[tuple[str, Any]]:
+    return [("test", parse_profile({"schedulerName": NAME, "extenders": list(extenders), **spec}))]
+
+
+async def _run(
+    nodes: list[dict[str, Any]], pending: list[Any], profiles: list[tuple[str, Any]], bound: list[Any] = ()
+) -> SimulationResult:
+    cluster = ClusterInput(
+        nodes=nodes, pending_pods=[p.obj() for p in pending], bound_pods=[b.obj() for b in bound]
+    )
+    return await simulate(cluster, profiles, seed=1)
+
+
+def _outcome(result: SimulationResult, name: str) -> Any:
+    uid = next(p["metadata"]["uid"] for p in result.pods if p["metadata"]["name"] == name)
+    return result.outcomes[uid]
+
+
+async def test_extender_reasons_count_in_the_failed_scheduling_message() -> None:
+    answer = {
+        "NodeNames": [],
+        "FailedAndUnresolvableNodes": {"n1": "too far", "n2": "too far", "n3": "no gpu"},
+    }
+    with FakeExtender({"filter": Answer(answer)}) as ext:
+        result = await _run(
+            _nodes("n1", "n2", "n3", "n4", cpu="1"),
+            [_pod("p")],
+            _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True}),
+            bound=[make_pod().name("load").req(cpu="1").node("n4")],
+        )
+    outcome = _outcome(result, "p")
+    assert (outcome.node, outcome.reason) == (None, "Unschedulable")
+    assert outcome.message == (
+        "0/4 nodes are available: 1 Insufficient cpu, 1 no gpu, 2 too far. "
+        "no new claims to deallocate, preemption: 0/4 nodes are "
+        f"available: 1 No preemption victims found for incoming pod, 3 {PREEMPTION_NOT_HELPFUL}."
+    )
+    # the extender saw the nodes the filter plugins passed
+    assert ext.requests[0][1]["NodeNames"] == ["n1", "n2", "n3"]
+
+
+async def test_unschedulable_extender_verdict_without_victims_ends_preemption_with_an_error() -> None:
+    """As kube-scheduler: the dry run does not ask extenders, so the node fits with its lower-priority
+    pod reprieved: no victim, an error that ends the message; the pod stays Unschedulable."""
+    low = make_pod().name("low").req(cpu="100m").node("n1")
+    with FakeExtender({"filter": Answer({"NodeNames": [], "FailedNodes": {"n1": "busy"}})}) as ext:
+        result = await _run(
+            _nodes("n1"),
+            [_pod("p", priority=10)],
+            _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True}),
+            bound=[low],
+        )
+    outcome = _outcome(result, "p")
+    assert (outcome.reason, outcome.message) == (
+        "Unschedulable",
+        # A post-filter error ends the post-filter phase with that error alone: DynamicResources'
+        # "no new claims to deallocate" is dropped, as upstream's RunPostFilterPlugins does.
+        '0/1 nodes are available: 1 busy. preemption: expected at least one victim pod on node "n1"',
+    )
+
+
+@pytest.mark.parametrize(
+    ("extender", "nodes_seen"),
+    [
+        ({"filterVerb": "filter"}, 5),
+        ({"prioritizeVerb": "prioritize", "weight": 1}, 5),
+        ({}, 1),
+    ],
+    ids=["filter-extender", "prioritize-extender", "neither"],
+)
+async def test_without_score_plugins_extenders_still_see_every_feasible_node(
+    extender: dict[str, Any], nodes_seen: int
+) -> None:
+    """``numFeasibleNodesToFind``: one node is enough only without score plugins, filtering extenders and
+    prioritizing extenders; the bind request shows which node one examined node led to."""
+    verbs = {
+        "filter": lambda body: Answer({"NodeNames": body["NodeNames"]}),
+        "prioritize": lambda body: Answer([{"Host": n, "Score": 0} for n in body["NodeNames"]]),
+        "bind": Answer({"Error": ""}),
+    }
+    with FakeExtender(verbs) as ext:
+        config = {"urlPrefix": ext.url, "nodeCacheCapable": True, "bindVerb": "bind", **extender}
+        result = await _run(
+            _nodes("n1", "n2", "n3", "n4", "n5"),
+            [_pod("p")],
+            _profile(config, plugins={"score": {"disabled": [{"name": "*"}]}}),
+        )
+    node = _outcome(result, "p").node
+    seen = {n for verb, body in ext.requests if verb != "bind" for n in body["NodeNames"]}
+    assert len(seen) == (nodes_seen if extender else 0)
+    assert [body["Node"] for verb, body in ext.requests if verb == "bind"] == [node]
+    if not extender:  # only the bind extender: the first feasible node from the rotating start
+        assert [v for v, _ in ext.requests] == ["bind"]
+        assert node == "n1"
+
+
+async def test_prioritize_extender_decides_between_equal_nodes() -> None:
+    scores = [{"Host": "n1", "Score": 2}, {"Host": "n2", "Score": 9}, {"Host": "n3", "Score": 5}]
+    with FakeExtender({"prioritize": Answer(scores)}) as ext:
+        result = await _run(
+            _nodes("n1", "n2", "n3"),
+            [_pod("p")],
+            _profile({"urlPrefix": ext.url, "prioritizeVerb": "prioritize", "weight": 3}),
+        )
+    assert _outcome(result, "p").node == "n2"
+
+
+async def test_nominated_node_is_tried_alone_first() -> None:
+    def filter_(body: dict[str, Any]) -> Answer:
+        names = [n["metadata"]["name"] for n in body["Nodes"]["items"]]
+        if names == ["n2"]:
+            return Answer({"Nodes": {"items": []}, "FailedNodes": {"n2": "not now"}})
+        return Answer({"Nodes": {"items": [{"metadata": {"name": "n3"}}]}})
+
+    with FakeExtender({"filter": filter_}) as ext:
+        result = await _run(
+            _nodes("n1", "n2", "n3"),
+            [_pod("p").nominated("n2")],
+            _profile({"urlPrefix": ext.url, "filterVerb": "filter"}),
+        )
+    assert _outcome(result, "p").node == "n3"
+    sent = [[n["metadata"]["name"] for n in body["Nodes"]["items"]] for _, body in ext.requests]
+    assert sent == [["n2"], ["n1", "n2", "n3"]]
+
+
+async def test_preempt_verb_prunes_candidates() -> None:
+    nodes = _nodes("n1", cpu="1")
+    low = make_pod().name("low").uid("low-uid").req(cpu="1").node("n1")
+    with FakeExtender({"preempt": Answer({"NodeNameToMetaVictims": {}})}) as ext:
+        result = await _run(
+            nodes,
+            [_pod("high", priority=10)],
+            _profile({"urlPrefix": ext.url, "preemptVerb": "preempt"}),
+            [low],
+        )
+    assert _outcome(result, "high").message == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "no new claims to deallocate, preemption: no candidate node for preemption"
+    )
+    [(verb, body)] = ext.requests
+    assert verb == "preempt"
+    assert [p["metadata"]["uid"] for p in body["NodeNameToVictims"]["n1"]["Pods"]] == ["low-uid"]
+
+    # an extender that keeps the candidate: the victim is evicted and the preemptor lands there
+    keep = {"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "low-uid"}], "NumPDBViolations": 0}}}
+    with FakeExtender({"preempt": Answer(keep)}) as ext:
+        result = await _run(
+            nodes,
+            [_pod("high", priority=10)],
+            _profile({"urlPrefix": ext.url, "preemptVerb": "preempt"}),
+            [low],
+        )
+    assert _outcome(result, "high").node == "n1"
+    assert _outcome(result, "high").victims == ["default/low"]
+
+
+async def test_preempt_verb_failure() -> None:
+    low = make_pod().name("low").req(cpu="1").node("n1")
+    with FakeExtender({"preempt": Answer({}, status=500)}) as ext:
+        result = await _run(
+            _nodes("n1", cpu="1"),
+            [_pod("high", priority=10)],
+            _profile({"urlPrefix": ext.url, "preemptVerb": "preempt"}),
+            [low],
+        )
+    assert _outcome(result, "high").message == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        f"preemption: failed preempt with extender at URL {ext.url}/preempt, code 500"
+    )
+
+
+async def test_extender_binds_instead_of_the_default_binder() -> None:
+    with FakeExtender({"bind": Answer({"Error": ""}), "broken": Answer({"Error": "no quota"})}) as ext:
+        result = await _run(_nodes("n1"), [_pod("p")], _profile({"urlPrefix": ext.url, "bindVerb": "bind"}))
+        assert _outcome(result, "p").node == "n1"
+        assert ext.requests == [
+            ("bind", {"PodName": "p", "PodNamespace": "default", "PodUID": "uid-p", "Node": "n1"})
+        ]
+        result = await _run(_nodes("n1"), [_pod("p")], _profile({"urlPrefix": ext.url, "bindVerb": "broken"}))
+    outcome = _outcome(result, "p")
+    assert (outcome.node, outcome.reason, outcome.message) == (None, "SchedulerError", "no quota")
+
+
+async def test_ignored_by_scheduler_resources_skip_the_fit_check() -> None:
+    gpu_pod = make_pod().name("p").scheduler_name(NAME).req(**{"example.com/gpu": "1"})
+    managed = {"urlPrefix": "http://127.0.0.1:9", "managedResources": [{"name": "example.com/gpu"}]}
+    result = await _run(_nodes("n1"), [gpu_pod], _profile(managed))
+    assert _outcome(result, "p").message.startswith(
+        "0/1 nodes are available: 1 Insufficient example.com/gpu."
+    )
+    ignored = {**managed, "managedResources": [{"name": "example.com/gpu", "ignoredByScheduler": True}]}
+    result = await _run(_nodes("n1"), [gpu_pod], _profile(ignored))
+    assert _outcome(result, "p").node == "n1"
+
+
+async def test_extender_rejection_requeues_on_any_event() -> None:
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with FakeExtender({"filter": Answer({"NodeNames": [], "FailedNodes": {"n1": "no"}})}) as ext:
+        [(_, spec)] = _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True})
+        sched.set_profile(spec)
+        for node in _nodes("n1"):
+            sched.add_node(node)
+        pod = _pod("p").obj()
+        cluster.pods[pod["metadata"]["uid"]] = pod
+        sched.add_pod(pod)
+        qp = sched.queue.pop_nowait()
+        assert qp is not None
+        with pytest.raises(RuntimeError, match="has extenders"):
+            sched.schedule_one(qp)  # the eager form refuses: this cycle needs HTTP answers
+        await sched.schedule_one_async(qp)  # asks the extender in the background, puts the pod aside
+        assert sched.queue.location(qp.pod.uid) not in ("unschedulable", "backoff", "active")
+        await sched.wait_for_bindings()
+        assert sched.queue.pop_nowait() is qp  # handed back as the same attempt, ahead of the queue
+        await sched.schedule_one_async(qp)  # replayed with the answer
+        await sched.close_extenders()
+    assert len(ext.requests) == 1
+    assert qp.unschedulable_plugins == {"Extender"}
+    assert sched.queue.location(qp.pod.uid) == "unschedulable"
+    # a change no plugin registered for (an unrelated node label) still moves it: extenders say nothing
+    node = make_node().name("n1").capacity(cpu="2", memory="8Gi", pods=20).label("any", "thing").obj()
+    sched.update_node(node)
+    assert sched.queue.location(qp.pod.uid) in ("backoff", "active")
+    # what makes that so: the profile registers "any event" for the extenders, as upstream's default
+    registered = sched.profiles[NAME].events_to_register()
+    assert registered[-1] == ("Extender", ClusterEvent(Resource.WILDCARD, Action.all(), "ExtenderAny"), None)
+
+
+async def test_a_cycle_cancelled_while_waiting_on_an_extender_requeues_the_pod() -> None:
+    """Leadership lost while a pod's extender call is in flight: nothing was assumed yet; the pod goes
+    back to the queue."""
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    with FakeExtender({"filter": Answer({"NodeNames": ["n1"]}, delay=10.0)}) as ext:
+        [(_, spec)] = _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True})
+        sched.set_profile(spec)
+        for node in _nodes("n1"):
+            sched.add_node(node)
+        pod = _pod("p").obj()
+        cluster.pods[pod["metadata"]["uid"]] = pod
+        sched.add_pod(pod)
+        loop = asyncio.create_task(sched.run())
+        async with asyncio.timeout(5):  # the filter request is on its way: the cycle waits on it
+            while not ext.requests:
+                await asyncio.sleep(0.01)
+        loop.cancel()  # then the calls in flight, as the service does when the Lease is lost
+        with pytest.raises(asyncio.CancelledError):
+            await loop
+        assert await sched.cancel_bindings() == 1
+        await sched.close_extenders()
+    assert sched.queue.location("uid-p") == "backoff"
+    assert sched.cache.node_info("n1").pods == {}
+    assert cluster.bindings == []
+
+
+@contextlib.asynccontextmanager
+async def _running(
+    sched: Scheduler, cluster: SimulatedCluster, pods: list[tuple[str, str]]
+) -> AsyncIterator[None]:
+    """``pods`` ((name, schedulerName)) added, the scheduling loop running until the block ends; then the
+    loop and the calls in flight stopped."""
+    for name, scheduler_name in pods:
+        pod = _pod(name).scheduler_name(scheduler_name).obj()
+        cluster.pods[pod["metadata"]["uid"]] = pod
+        sched.add_pod(pod)
+    loop = asyncio.create_task(sched.run())
+    try:
+        yield
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+        await sched.cancel_bindings()
+        await sched.close_extenders()
+
+
+async def _bound(cluster: SimulatedCluster, count: int, timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while len(cluster.bindings) < count:
+            await asyncio.sleep(0.01)
+
+
+async def test_a_slow_extender_holds_neither_the_loop_nor_the_order_of_its_own_pods() -> None:
+    """While one pod's filter extender takes 1.5 s, another profile's pods are bound; the extender
+    profile's second pod waits behind its first, and both are bound in their order once it answers."""
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with FakeExtender({"filter": Answer({"NodeNames": ["n1"]}, delay=1.5)}) as ext:
+        [(_, spec)] = _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True})
+        sched.set_profile(spec)
+        sched.set_profile(ProfileSpec(scheduler_name="plain"))
+        for node in _nodes("n1", cpu="8"):
+            sched.add_node(node)
+        for name, scheduler_name in (
+            ("slow-1", NAME),
+            ("slow-2", NAME),
+            ("quick-1", "plain"),
+            ("quick-2", "plain"),
+        ):
+            pod = _pod(name).scheduler_name(scheduler_name).obj()
+            cluster.pods[pod["metadata"]["uid"]] = pod
+            sched.add_pod(pod)
+        loop = asyncio.create_task(sched.run())
+        try:
+            async with asyncio.timeout(1.0):  # well before the extender answers
+                while len(cluster.bindings) < 2:
+                    await asyncio.sleep(0.01)
+            assert [key for key, _ in cluster.bindings] == ["default/quick-1", "default/quick-2"]
+            assert len(ext.requests) == 1  # slow-2 waits behind slow-1 without a call of its own
+            async with asyncio.timeout(10):
+                while len(cluster.bindings) < 4:
+                    await asyncio.sleep(0.01)
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+            await sched.cancel_bindings()
+            await sched.close_extenders()
+    assert [key for key, _ in cluster.bindings][2:] == ["default/slow-1", "default/slow-2"]
+
+
+async def test_every_try_of_an_attempt_asks_the_extender_about_the_same_nodes() -> None:
+    """With 200 nodes only 100 are filtered per cycle, from a start that rotates with every cycle. A
+    cycle of another profile runs while the extender answers; the replay still asks nothing new."""
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with FakeExtender({"filter": lambda args: Answer({"NodeNames": args["NodeNames"]}, delay=0.3)}) as ext:
+        [(_, spec)] = _profile(
+            {"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True},
+            percentageOfNodesToScore=5,
+        )
+        sched.set_profile(spec)
+        sched.set_profile(ProfileSpec(scheduler_name="plain"))
+        for node in _nodes(*(f"n{i:03d}" for i in range(200))):
+            sched.add_node(node)
+        async with _running(sched, cluster, [("slow", NAME), ("quick", "plain")]):
+            await _bound(cluster, 2, timeout=10)
+    assert [key for key, _ in cluster.bindings] == ["default/quick", "default/slow"]
+    [(verb, args)] = ext.requests
+    assert verb == "filter" and len(args["NodeNames"]) == 100
