@@ -10,7 +10,7 @@ from kopf_scheduler.api.errors import ProfileError
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.plugins.default_preemption import Args, DefaultPreemption
-from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.simulate.client import SimulatedCluster
 
 

@@ -9,7 +9,7 @@ import pytest
 from _preemption_kit import PROFILE
 
 from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget
-from kopf_scheduler.scheduler import Scheduler
+from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.simulate.client import SimulatedCluster
 
 
