@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR
+from kopf_scheduler.service import config
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -96,26 +97,27 @@ def add_parser(sub: Any, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.update(
-        {
-            "KOPF_SCHEDULER_METRICS_PORT": str(args.metrics_port),
-            "KOPF_SCHEDULER_BIND_ADDRESS": args.bind_address,
-            "KOPF_SCHEDULER_TLS_CERT_FILE": args.tls_cert_file,
-            "KOPF_SCHEDULER_TLS_PRIVATE_KEY_FILE": args.tls_private_key_file,
-            "KOPF_SCHEDULER_INSECURE_METRICS": "true" if args.insecure_metrics else "false",
-            "KOPF_SCHEDULER_SHADOW": "true" if args.shadow else "false",
-            "KOPF_SCHEDULER_DEFAULT_SCHEDULER_NAME": args.default_scheduler_name,
-            "KOPF_SCHEDULER_LEADER_ELECT": args.leader_elect,
-            "KOPF_SCHEDULER_LEASE_NAMESPACE": args.lease_namespace,
-            "KOPF_SCHEDULER_LEASE_NAME": args.lease_name,
-            "KOPF_SCHEDULER_BIND_CONCURRENCY": str(args.bind_concurrency),
-            "KOPF_SCHEDULER_ALLOW_SCHEDULER_NAMES": ",".join(args.allow_scheduler_name),
-            "KOPF_SCHEDULER_DENY_SCHEDULER_NAMES": ",".join(args.deny_scheduler_name),
-            "KOPF_SCHEDULER_EXTENDER_TLS_DIR": args.extender_tls_dir,
-            "KOPF_SCHEDULER_ALLOW_EXTENDER_LINK_LOCAL": "true" if args.allow_extender_link_local else "false",
-        }
+        config.flag_environment(
+            {
+                config.METRICS_PORT: args.metrics_port,
+                config.BIND_ADDRESS: args.bind_address,
+                config.TLS_CERT_FILE: args.tls_cert_file,
+                config.TLS_PRIVATE_KEY_FILE: args.tls_private_key_file,
+                config.INSECURE_METRICS: bool(args.insecure_metrics),
+                config.SHADOW: bool(args.shadow),
+                config.DEFAULT_SCHEDULER_NAME: args.default_scheduler_name,
+                config.LEADER_ELECT: args.leader_elect,
+                config.LEASE_NAMESPACE: args.lease_namespace,
+                config.LEASE_NAME: args.lease_name,
+                config.BIND_CONCURRENCY: args.bind_concurrency,
+                config.ALLOW_SCHEDULER_NAMES: ",".join(args.allow_scheduler_name),
+                config.DENY_SCHEDULER_NAMES: ",".join(args.deny_scheduler_name),
+                config.EXTENDER_TLS_DIR: args.extender_tls_dir,
+                config.ALLOW_EXTENDER_LINK_LOCAL: bool(args.allow_extender_link_local),
+                config.ALWAYS_ALLOW_PATHS_VAR: args.authorization_always_allow_paths,
+            }
+        )
     )
-    if args.authorization_always_allow_paths is not None:
-        os.environ["KOPF_SCHEDULER_ALWAYS_ALLOW_PATHS"] = args.authorization_always_allow_paths
     runner = importlib.import_module("kopf_scheduler.handlers.runner")
     return int(
         runner.main(verbose=args.verbose, liveness_port=args.liveness_port, metrics_port=args.metrics_port)

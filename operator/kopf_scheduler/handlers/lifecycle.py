@@ -9,8 +9,9 @@ from typing import Any
 
 import kopf
 
+from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.intake_link import IntakeLink
-from kopf_scheduler.service.service import SchedulerService, ServiceConfig
+from kopf_scheduler.service.service import SchedulerService
 from kopf_scheduler.service.supervision import Supervisor
 
 

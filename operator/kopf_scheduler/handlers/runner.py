@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 
 import kopf
 
 from kopf_scheduler.handlers import lifecycle
+from kopf_scheduler.service import config
 from kopf_scheduler.service.supervision import Supervisor, port_taken
 
 log = logging.getLogger("kopf_scheduler")
@@ -25,7 +25,7 @@ log = logging.getLogger("kopf_scheduler")
 def main(verbose: bool = False, liveness_port: int = 8080, metrics_port: int | None = None) -> int:
     kopf.configure(verbose=verbose)
     if metrics_port is None:
-        metrics_port = int(os.environ.get("KOPF_SCHEDULER_METRICS_PORT") or 0)
+        metrics_port = config.metrics_port_from_env()
     for what, port in (("metrics", metrics_port), ("liveness", liveness_port)):
         error = port_taken(port)
         if error is not None:

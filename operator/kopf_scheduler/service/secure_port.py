@@ -26,7 +26,6 @@ import socket
 import ssl
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -35,42 +34,16 @@ from prometheus_client.exposition import choose_encoder
 from kopf_scheduler.k8s.connection import load_cert_chain
 from kopf_scheduler.k8s.delegated_auth import DelegatedAuth
 from kopf_scheduler.k8s.rest import RestClient
+from kopf_scheduler.service.config import ServingConfig
 
 log = logging.getLogger(__name__)
 
-ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 #: how often the certificate files are checked for a change
 RELOAD_INTERVAL = 60.0
 
 
 class ServingError(Exception):
     """The port cannot be served as configured (a message naming the flag or the port)."""
-
-
-@dataclass(frozen=True)
-class ServingConfig:
-    port: int
-    bind_address: str = "0.0.0.0"
-    cert_file: str = ""
-    key_file: str = ""
-    always_allow_paths: tuple[str, ...] = ALWAYS_ALLOW_PATHS
-    #: plain HTTP on loopback, no authentication (development)
-    insecure: bool = False
-
-    @classmethod
-    def from_env(cls, port: int) -> ServingConfig:
-        env = os.environ.get
-        paths = env("KOPF_SCHEDULER_ALWAYS_ALLOW_PATHS")
-        return cls(
-            port=port,
-            bind_address=env("KOPF_SCHEDULER_BIND_ADDRESS") or "0.0.0.0",
-            cert_file=env("KOPF_SCHEDULER_TLS_CERT_FILE") or "",
-            key_file=env("KOPF_SCHEDULER_TLS_PRIVATE_KEY_FILE") or "",
-            always_allow_paths=ALWAYS_ALLOW_PATHS
-            if paths is None
-            else tuple(p.strip() for p in paths.split(",") if p.strip()),
-            insecure=(env("KOPF_SCHEDULER_INSECURE_METRICS") or "false").lower() in ("1", "true", "yes"),
-        )
 
 
 def self_signed(host: str = "localhost") -> tuple[bytes, bytes]:

@@ -15,13 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR, RESERVED_SCHEDULER_NAMES, ProfileBounds
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
@@ -29,88 +25,21 @@ from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestCl
 from kopf_scheduler.k8s.leader_thread import LeaderThread
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service.binding_confirmation import BindingConfirmation
+from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.gc_freeze import HeapSettler
 from kopf_scheduler.service.metrics import SchedulerMetrics
 from kopf_scheduler.service.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.service.profiles import ProfileManager
 from kopf_scheduler.service.resync import Resync
-from kopf_scheduler.service.secure_port import MetricsServer, ServingConfig, ServingError
+from kopf_scheduler.service.secure_port import MetricsServer, ServingError
 from kopf_scheduler.service.supervision import Supervisor
 
 log = logging.getLogger("kopf_scheduler")
 
-ENV_PREFIX = "KOPF_SCHEDULER_"
 #: the resync's listing: objects per page and seconds between pages (a page decodes in about a
 #: millisecond; 6,000 pods and 5,000 nodes take 2-3 s, spread so that pods arriving meanwhile go through)
 RESYNC_PAGE = 100
 RESYNC_PAUSE = 0.02
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(ENV_PREFIX + name, default)
-
-
-def _names(name: str) -> frozenset[str]:
-    """A comma-separated list of names in a variable."""
-    return frozenset(n.strip() for n in _env(name, "").split(",") if n.strip())
-
-
-def bounds_from_env() -> ProfileBounds:
-    """The bounds on SchedulingProfiles (``api/bounds.py``) from ``KOPF_SCHEDULER_*`` variables."""
-    return ProfileBounds(
-        reserved_scheduler_names=RESERVED_SCHEDULER_NAMES | _names("DENY_SCHEDULER_NAMES"),
-        allowed_scheduler_names=_names("ALLOW_SCHEDULER_NAMES"),
-        extender_tls_dir=_env("EXTENDER_TLS_DIR", "") or DEFAULT_EXTENDER_TLS_DIR,
-        allow_link_local_extenders=_env("ALLOW_EXTENDER_LINK_LOCAL", "false").lower() in ("1", "true", "yes"),
-    )
-
-
-@dataclass
-class ServiceConfig:
-    kubeconfig: str | None = None
-    #: the name the built-in default profile serves when no SchedulingProfile claims it ("" = none)
-    default_scheduler_name: str = "kopf-scheduler"
-    leader_elect: bool = True
-    lease_namespace: str = "kube-system"
-    lease_name: str = "kopf-scheduler"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    identity: str = field(default_factory=lambda: f"{socket.gethostname()}_{os.getpid()}")
-    #: the secure port of /metrics and /readyz (port 0: not served)
-    metrics: ServingConfig = field(default_factory=lambda: ServingConfig(port=0))
-    bind_concurrency: int = 64
-    #: on a graceful stop, how long bindings in flight may take before they are cancelled
-    stop_timeout: float = 5.0
-    #: seconds a binding answered as done may go unseen by the watch before the pod is re-read (0: never)
-    confirm_timeout: float = 30.0
-    percentage_of_nodes_to_score: int = 0
-    #: what SchedulingProfiles may claim and reach
-    profile_bounds: ProfileBounds = field(default_factory=ProfileBounds)
-    #: every profile a shadow: nothing is written to the API, not even a Lease (``shadow``)
-    shadow: bool = False
-
-    @classmethod
-    def from_env(cls) -> ServiceConfig:
-        """Settings from ``KOPF_SCHEDULER_*`` variables (``kopf-scheduler run`` sets them from its flags)."""
-        return cls(
-            kubeconfig=os.environ.get("KUBECONFIG") or None,
-            default_scheduler_name=_env("DEFAULT_SCHEDULER_NAME", "kopf-scheduler"),
-            leader_elect=_env("LEADER_ELECT", "true").lower() in ("1", "true", "yes"),
-            lease_namespace=_env("LEASE_NAMESPACE", "kube-system"),
-            lease_name=_env("LEASE_NAME", "kopf-scheduler"),
-            lease_duration=float(_env("LEASE_DURATION", "15")),
-            renew_deadline=float(_env("RENEW_DEADLINE", "10")),
-            retry_period=float(_env("RETRY_PERIOD", "2")),
-            identity=_env("IDENTITY", f"{socket.gethostname()}_{os.getpid()}"),
-            metrics=ServingConfig.from_env(int(_env("METRICS_PORT", "0"))),
-            bind_concurrency=int(_env("BIND_CONCURRENCY", "64")),
-            stop_timeout=float(_env("STOP_TIMEOUT", "5")),
-            confirm_timeout=float(_env("CONFIRM_TIMEOUT", "30")),
-            percentage_of_nodes_to_score=int(_env("PERCENTAGE_OF_NODES_TO_SCORE", "0")),
-            profile_bounds=bounds_from_env(),
-            shadow=_env("SHADOW", "false").lower() in ("1", "true", "yes"),
-        )
 
 
 class SchedulerService:

@@ -14,8 +14,8 @@ from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR, ProfileBounds
 from kopf_scheduler.cli import run as run_cli
 from kopf_scheduler.cli.run import add_parser
 from kopf_scheduler.scheduling.scheduler import Scheduler
+from kopf_scheduler.service.config import ServiceConfig, bounds_from_env
 from kopf_scheduler.service.profiles import ProfileManager
-from kopf_scheduler.service.service import ServiceConfig, bounds_from_env
 
 
 class _Client:

@@ -18,8 +18,9 @@ import pytest
 from cryptography import x509
 from review_api import ReviewAPI
 
+from kopf_scheduler.service.config import ServingConfig
 from kopf_scheduler.service.metrics import SchedulerMetrics
-from kopf_scheduler.service.secure_port import MetricsServer, ServingConfig, ServingError, self_signed
+from kopf_scheduler.service.secure_port import MetricsServer, ServingError, self_signed
 
 
 def free_port() -> int:

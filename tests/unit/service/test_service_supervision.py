@@ -22,8 +22,8 @@ from kopf_scheduler.k8s import KubeClient, RestClient
 from kopf_scheduler.k8s.fence import FencedRest, FencedWrite
 from kopf_scheduler.k8s.rest import Response
 from kopf_scheduler.k8s.stats import ClientStats
-from kopf_scheduler.service.secure_port import ServingConfig
-from kopf_scheduler.service.service import SchedulerService, ServiceConfig
+from kopf_scheduler.service.config import ServiceConfig, ServingConfig
+from kopf_scheduler.service.service import SchedulerService
 from kopf_scheduler.service.supervision import Supervisor, port_taken
 from kopf_scheduler.testing.builders import make_node, make_pod
 
