@@ -261,7 +261,7 @@ class Evaluator:
         interested one answers for the candidates the previous one kept; an answer with a node and no
         victims is an error (skipped, for an ignorable extender). An extender that fails ends preemption
         with its error, unless it is ignorable."""
-        extenders = [e for e in getattr(self.handle, "extenders", ()) if e.supports_preemption]
+        extenders = [e for e in self.handle.extenders if e.supports_preemption]
         if not extenders:
             return candidates, None
         victims: dict[str, tuple[list[PodInfo], int]] = {

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import Plugin
 
 ENTRY_POINT_GROUP = "kopf_scheduler.plugins"
@@ -31,7 +32,7 @@ class RegistryError(ValueError):
 class PluginFactory:
     name: str
     args_type: type
-    new: Callable[[Any, Any], Plugin]
+    new: Callable[[Any, Handle], Plugin]
 
 
 def _as_factory(name: str, source: Any) -> PluginFactory:

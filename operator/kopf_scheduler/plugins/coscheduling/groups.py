@@ -14,9 +14,9 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from kopf_scheduler.api.quantity import format_quantity
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects.podgroups import POD_GROUPS, PodGroup, is_finished, pod_group_name
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -84,7 +84,9 @@ def resource_gap(nodes: Sequence[NodeInfo], request: Mapping[str, int], group_ke
 
 
 class PodGroupManager:
-    def __init__(self, handle: Any, schedule_timeout: float, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, handle: Handle, schedule_timeout: float, wall: Callable[[], float] = time.time
+    ) -> None:
         self._handle = handle
         self.schedule_timeout = schedule_timeout
         self._wall = wall

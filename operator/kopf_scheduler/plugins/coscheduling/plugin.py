@@ -23,6 +23,7 @@ from typing import Any
 
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     NodeStatusMap,
@@ -74,7 +75,7 @@ class Coscheduling(
 ):
     name = NAME
 
-    def __init__(self, args: Args, handle: Any, wall: Callable[[], float] = time.time) -> None:
+    def __init__(self, args: Args, handle: Handle, wall: Callable[[], float] = time.time) -> None:
         self.args = args
         self.handle = handle
         self.schedule_timeout = float(args.permit_waiting_time_seconds)
@@ -208,5 +209,5 @@ class Coscheduling(
         return QueueingHint.SKIP
 
 
-def new(args: Args, handle: Any) -> Coscheduling:
+def new(args: Args, handle: Handle) -> Coscheduling:
     return Coscheduling(args, handle)

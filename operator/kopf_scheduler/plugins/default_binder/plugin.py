@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import BindPlugin
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status, error
@@ -18,7 +17,7 @@ NAME = names.DEFAULT_BINDER
 class DefaultBinder(BindPlugin):
     name = NAME
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
 
     async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
@@ -29,5 +28,5 @@ class DefaultBinder(BindPlugin):
         return None
 
 
-def new(args: NoArgs, handle: Any) -> DefaultBinder:
+def new(args: NoArgs, handle: Handle) -> DefaultBinder:
     return DefaultBinder(handle)

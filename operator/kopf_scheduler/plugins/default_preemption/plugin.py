@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
@@ -103,5 +102,5 @@ def _prefixed(status: Status) -> Status:
     return status
 
 
-def new(args: Args, handle: Any) -> DefaultPreemption:
+def new(args: Args, handle: Handle) -> DefaultPreemption:
     return DefaultPreemption(args, handle)

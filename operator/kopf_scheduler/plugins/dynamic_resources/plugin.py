@@ -27,6 +27,7 @@ from typing import Any
 
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import ClusterEventWithHint
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -108,7 +109,7 @@ class DynamicResources(
 ):
     name = NAME
 
-    def __init__(self, args: Args, handle: Any) -> None:
+    def __init__(self, args: Args, handle: Handle) -> None:
         self.args = args
         self.handle = handle
         self.manager = manager_for(handle.objects)
@@ -273,5 +274,5 @@ class DynamicResources(
         return None
 
 
-def new(args: Args, handle: Any) -> DynamicResources:
+def new(args: Args, handle: Handle) -> DynamicResources:
     return DynamicResources(args, handle)

@@ -11,12 +11,12 @@ normalisation upstream.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import numpy as np
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, ScorePlugin, VectorScore
 from kopf_scheduler.framework.node_info import NodeInfo, normalized_image_name
 from kopf_scheduler.framework.node_table import NodeTable
@@ -61,7 +61,7 @@ def calculate_priority(sum_scores: int, containers: int) -> int:
 class ImageLocality(ScorePlugin, VectorScore):
     name = NAME
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
@@ -99,5 +99,5 @@ class ImageLocality(ScorePlugin, VectorScore):
         return out
 
 
-def new(args: NoArgs, handle: Any) -> ImageLocality:
+def new(args: NoArgs, handle: Handle) -> ImageLocality:
     return ImageLocality(handle)

@@ -21,6 +21,7 @@ import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -80,7 +81,7 @@ class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Vecto
     name = NAME
     has_normalize = True
 
-    def __init__(self, args: Args, handle: Any, namespaces: NamespaceLister | None = None) -> None:
+    def __init__(self, args: Args, handle: Handle, namespaces: NamespaceLister | None = None) -> None:
         self.args = args
         self.handle = handle
         #: upstream's namespace lister; replaceable (see the module docstring)
@@ -288,7 +289,5 @@ def _namespace_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def new(args: Args, handle: Any) -> InterPodAffinity:
-    objects = getattr(handle, "objects", None)
-    namespaces = ListedNamespaces(objects.of(NAMESPACES)) if objects is not None else None
-    return InterPodAffinity(args, handle, namespaces)
+def new(args: Args, handle: Handle) -> InterPodAffinity:
+    return InterPodAffinity(args, handle, ListedNamespaces(handle.objects.of(NAMESPACES)))

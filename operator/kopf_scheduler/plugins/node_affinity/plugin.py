@@ -22,6 +22,7 @@ import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     EnqueueExtensions,
@@ -96,7 +97,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlugin, 
     name = NAME
     has_normalize = True
 
-    def __init__(self, args: Args, handle: Any) -> None:
+    def __init__(self, args: Args, handle: Handle) -> None:
         self.handle = handle
         added = args.added_affinity or {}
         required = added.get(REQUIRED)
@@ -213,5 +214,5 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlugin, 
         return QueueingHint.SKIP if required.matches(old.labels, old.name) else QueueingHint.QUEUE
 
 
-def new(args: Args, handle: Any) -> NodeAffinity:
+def new(args: Args, handle: Handle) -> NodeAffinity:
     return NodeAffinity(args, handle)

@@ -9,6 +9,7 @@ import numpy as np
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, QueueingHint, VectorFilter
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
@@ -23,7 +24,7 @@ ERR_REASON = "node(s) didn't match the requested node name"
 class NodeName(FilterPlugin, VectorFilter, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -46,5 +47,5 @@ def _node_added(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE if not pod.node_name or pod.node_name == name else QueueingHint.SKIP
 
 
-def new(args: NoArgs, handle: Any) -> NodeName:
+def new(args: NoArgs, handle: Handle) -> NodeName:
     return NodeName(handle)

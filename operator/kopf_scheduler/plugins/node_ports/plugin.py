@@ -18,6 +18,7 @@ import numpy as np
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -64,7 +65,7 @@ def conflicts(wanted: Iterable[HostPort], used: Any) -> bool:
 class NodePorts(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
 
     def pre_filter(
@@ -117,5 +118,5 @@ def pod_deleted(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE
 
 
-def new(args: NoArgs, handle: Any) -> NodePorts:
+def new(args: NoArgs, handle: Handle) -> NodePorts:
     return NodePorts(handle)

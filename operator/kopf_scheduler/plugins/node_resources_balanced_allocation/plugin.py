@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     NodeSet,
@@ -182,5 +182,5 @@ def _scores_masked(fractions: list[np.ndarray], valid: list[np.ndarray], n: int)
     return _to_score(np.where(count == 2, np.abs((first - second) / 2), spread))
 
 
-def new(args: Args, handle: Any) -> NodeResourcesBalancedAllocation:
+def new(args: Args, handle: Handle) -> NodeResourcesBalancedAllocation:
     return NodeResourcesBalancedAllocation(args)

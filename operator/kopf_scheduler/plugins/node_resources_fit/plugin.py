@@ -19,6 +19,7 @@ import numpy as np
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -246,7 +247,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         return QueueingHint.QUEUE if self.filter(state, pod, empty) is None else QueueingHint.SKIP
 
 
-def new(args: Args, handle: Any) -> NodeResourcesFit:
+def new(args: Args, handle: Handle) -> NodeResourcesFit:
     return NodeResourcesFit(args)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, QueueingHint, VectorFilter
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
@@ -61,5 +62,5 @@ def _own_update(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def new(args: NoArgs, handle: Any) -> NodeUnschedulable:
+def new(args: NoArgs, handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()

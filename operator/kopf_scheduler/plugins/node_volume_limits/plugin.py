@@ -29,12 +29,13 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -44,7 +45,7 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
-from kopf_scheduler.framework.objects import CSI_NODES, ClusterListers, NoObjects
+from kopf_scheduler.framework.objects import CSI_NODES, ClusterListers
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error, unschedulable
 from kopf_scheduler.framework.volumes import VolumeParseError, pod_volumes
@@ -89,7 +90,7 @@ _KEY: StateKey[_State] = StateKey(NAME)
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, handle: Any, objects: ClusterListers) -> None:
+    def __init__(self, handle: Handle, objects: ClusterListers) -> None:
         self.handle = handle
         self.objects = objects
         # Drawn outside the scheduler's seeded random source, which it must not disturb.
@@ -211,5 +212,5 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExten
         ]
 
 
-def new(args: Any, handle: Any) -> NodeVolumeLimits:
-    return NodeVolumeLimits(handle, getattr(handle, "objects", None) or NoObjects())
+def new(args: NoArgs, handle: Handle) -> NodeVolumeLimits:
+    return NodeVolumeLimits(handle, handle.objects)

@@ -20,6 +20,7 @@ import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -69,7 +70,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, VectorFilter, PreFilterEx
     has_normalize = True
 
     def __init__(
-        self, args: Args, handle: Any, default_selector: DefaultSelectorFn = no_default_selector
+        self, args: Args, handle: Handle, default_selector: DefaultSelectorFn = no_default_selector
     ) -> None:
         self.handle = handle
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
@@ -232,8 +233,6 @@ def _taints(node: NodeInfo) -> Any:
     return node.taints
 
 
-def new(args: Args, handle: Any) -> PodTopologySpread:
-    objects = getattr(handle, "objects", None)
-    if objects is None:
-        return PodTopologySpread(args, handle)
+def new(args: Args, handle: Handle) -> PodTopologySpread:
+    objects = handle.objects
     return PodTopologySpread(args, handle, lambda pod: default_selection(objects, pod).selector)

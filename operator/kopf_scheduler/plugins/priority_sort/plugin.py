@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kopf_scheduler.framework.args import NoArgs
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import QueueSortPlugin
 from kopf_scheduler.framework.pod_info import QueuedPodInfo
 from kopf_scheduler.plugins import names
@@ -24,5 +25,5 @@ class PrioritySort(QueueSortPlugin):
         return (-qp.pod.priority, qp.timestamp)
 
 
-def new(args: NoArgs, handle: Any) -> PrioritySort:
+def new(args: NoArgs, handle: Handle) -> PrioritySort:
     return PrioritySort()

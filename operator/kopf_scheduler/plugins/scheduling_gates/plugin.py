@@ -7,6 +7,7 @@ from typing import Any
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import EnqueueExtensions, PreEnqueuePlugin, QueueingHint
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status, unresolvable
@@ -37,5 +38,5 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
         return QueueingHint.SKIP
 
 
-def new(args: NoArgs, handle: Any) -> SchedulingGates:
+def new(args: NoArgs, handle: Handle) -> SchedulingGates:
     return SchedulingGates()

@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
     EnqueueExtensions,
@@ -95,7 +97,7 @@ class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, V
     name = NAME
     has_normalize = True
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
 
     # -- filter ----------------------------------------------------------------------------------------
@@ -193,5 +195,5 @@ def toleration_added(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def new(args: Any, handle: Any) -> TaintToleration:
+def new(args: NoArgs, handle: Handle) -> TaintToleration:
     return TaintToleration(handle)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import ClusterEventWithHint
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -93,7 +93,7 @@ class VolumeBinding(
 ):
     name = NAME
 
-    def __init__(self, args: Args, handle: Any) -> None:
+    def __init__(self, args: Args, handle: Handle) -> None:
         self.handle = handle
         self.binder = VolumeBinder(handle.objects)
         self.args = args
@@ -219,5 +219,5 @@ class VolumeBinding(
         return requeue.events()
 
 
-def new(args: Args, handle: Any) -> VolumeBinding:
+def new(args: Args, handle: Handle) -> VolumeBinding:
     return VolumeBinding(args, handle)

@@ -22,8 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -33,7 +35,7 @@ from kopf_scheduler.framework.interface import (
     QueueingHint,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
-from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, ClusterListers, NoObjects
+from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, ClusterListers
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from kopf_scheduler.framework.volumes import InTreeDisk, VolumeParseError, claim_names, pod_volumes
@@ -101,7 +103,7 @@ def conflicts_with(disks: Sequence[InTreeDisk], pods: Any) -> bool:
 class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, handle: Any, objects: ClusterListers) -> None:
+    def __init__(self, handle: Handle, objects: ClusterListers) -> None:
         self.handle = handle
         self.objects = objects
 
@@ -217,5 +219,5 @@ def claim_added(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.QUEUE if claim in claim_names(pod) else QueueingHint.SKIP
 
 
-def new(args: Any, handle: Any) -> VolumeRestrictions:
-    return VolumeRestrictions(handle, getattr(handle, "objects", None) or NoObjects())
+def new(args: NoArgs, handle: Handle) -> VolumeRestrictions:
+    return VolumeRestrictions(handle, handle.objects)

@@ -23,8 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -38,7 +40,6 @@ from kopf_scheduler.framework.objects import (
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
     ClusterListers,
-    NoObjects,
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
@@ -124,7 +125,7 @@ def node_fits(labels: Mapping[str, str], topologies: Sequence[VolumeTopology]) -
 class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, handle: Any, objects: ClusterListers) -> None:
+    def __init__(self, handle: Handle, objects: ClusterListers) -> None:
         self.handle = handle
         self.objects = objects
 
@@ -224,5 +225,5 @@ def volume_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def new(args: Any, handle: Any) -> VolumeZone:
-    return VolumeZone(handle, getattr(handle, "objects", None) or NoObjects())
+def new(args: NoArgs, handle: Handle) -> VolumeZone:
+    return VolumeZone(handle, handle.objects)
