@@ -1,11 +1,8 @@
-"""The scheduler: owns the queue, the cache, the snapshot and one framework per profile, takes cluster
-events in, and runs the scheduling loop.
+"""The scheduler: owns the queue, the cache, the snapshot and one framework per profile, and runs the
+scheduling loop (upstream's ``scheduler.go``); cluster events come in through ``event_handlers``.
 
-Event intake follows kube-scheduler's informer handlers: an assigned pod goes to the cache (confirming an
-assumed one); an unassigned pod whose ``schedulerName`` a profile serves goes to the queue; deletes remove
-it from wherever it is. A pod that cannot be read gets a ``FailedScheduling`` report saying why, and the
-loop carries on. Profiles can be replaced between cycles: a cycle in flight finishes with the framework it
-started with, and pods the old profile left unschedulable are requeued.
+Profiles can be replaced between cycles: a cycle in flight finishes with the framework it started with,
+and pods the old profile left unschedulable are requeued.
 
 One cycle at a time, each run eagerly, without giving the loop a turn. A cycle of a profile with
 extenders never waits for their HTTP answers: it is replayed once they are in, and other profiles' pods
@@ -22,7 +19,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kopf_scheduler.api.extenders import ignored_resources
@@ -33,9 +30,9 @@ from kopf_scheduler.backend.objects.members import GroupMembersIndex
 from kopf_scheduler.backend.queue import SchedulingQueue
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
-from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget, DisruptionBudgets
+from kopf_scheduler.framework.disruption_budgets import DisruptionBudgets
 from kopf_scheduler.framework.eager import run_eagerly
-from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE, OBJECT_EVENTS, Action
+from kopf_scheduler.framework.events import EVENT_FORCE_ACTIVATE
 from kopf_scheduler.framework.extenders import ExtenderTransport
 from kopf_scheduler.framework.extenders.replay import (
     CURRENT,
@@ -44,19 +41,18 @@ from kopf_scheduler.framework.extenders.replay import (
     PendingCall,
     Replay,
 )
-from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
-from kopf_scheduler.framework.objects import WATCHED_KINDS, ObjectKind, ObjectParseError
-from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, QueuedPodInfo
+from kopf_scheduler.framework.objects import WATCHED_KINDS
+from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.runtime.registry import Registry
-from kopf_scheduler.framework.slim import slim
 from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.plugins.names import NODE_RESOURCES_FIT, PRIORITY_SORT
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.plugins.registry import new_registry
 from kopf_scheduler.scheduling.context import Explains
+from kopf_scheduler.scheduling.event_handlers import EventHandlers
 from kopf_scheduler.scheduling.explain import Explainer, Sink
 from kopf_scheduler.scheduling.schedule_one import REASON_SCHEDULER_ERROR, now, scheduling_cycle
 from kopf_scheduler.scheduling.shadow import SAME as SHADOW_SAME
@@ -67,20 +63,6 @@ log = logging.getLogger("kopf_scheduler")
 
 #: served by the built-in default profile when no SchedulingProfile claims them.
 DEFAULT_SCHEDULER_NAMES = ("default-scheduler", "kopf-scheduler")
-
-
-def _same_version(held: Mapping[str, Any], seen: Mapping[str, Any]) -> bool:
-    """Whether ``seen`` is the very version of the object already held (same ``resourceVersion``)."""
-    version = (seen.get("metadata") or {}).get("resourceVersion")
-    return bool(version) and (held.get("metadata") or {}).get("resourceVersion") == version
-
-
-def _is_assigned(raw: Mapping[str, Any]) -> bool:
-    return bool((raw.get("spec") or {}).get("nodeName"))
-
-
-def _is_terminal(raw: Mapping[str, Any]) -> bool:
-    return (raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _with_extender_ignored_resources(spec: ProfileSpec) -> ProfileSpec:
@@ -133,7 +115,7 @@ async def yield_to_intake() -> None:
                 return
 
 
-class Scheduler:
+class Scheduler(EventHandlers):
     def __init__(
         self,
         client: ClusterClient,
@@ -279,14 +261,6 @@ class Scheduler:
         for name in names:
             self.set_profile(ProfileSpec(scheduler_name=name))
 
-    def responsible_for(self, pod: PodInfo) -> bool:
-        """Whether a profile serves the pod's schedulerName to bind it (a shadow profile does not)."""
-        framework = self.profiles.get(pod.scheduler_name)
-        return framework is not None and not self._shadows(framework)
-
-    def _shadows(self, framework: Framework) -> bool:
-        return framework.shadow or self.shadow_all
-
     def _judge_shadow(self, pending: PodInfo, bound_node: str) -> None:
         """Another scheduler bound ``pending``, whose schedulerName a shadow profile watches: its verdict,
         against the cache before that binding (``shadow``)."""
@@ -300,174 +274,6 @@ class Scheduler:
             log.info("%s", decision.describe())
         for hook in self.shadow_hooks:
             hook(decision)
-
-    # -- nodes -----------------------------------------------------------------------------------------
-    def add_node(self, node: Mapping[str, Any]) -> None:
-        self.update_node(node)
-
-    def update_node(self, node: Mapping[str, Any]) -> None:
-        current = self.cache.node_info(str((node.get("metadata") or {}).get("name") or ""))
-        if current is not None and current.node is not None and _same_version(current.node, node):
-            return  # a re-list's copy of what is held (the watch's first list after ours): nothing changed
-        try:
-            old, new = self.cache.update_node(slim(node))
-        except NodeParseError as e:
-            name = (node.get("metadata") or {}).get("name")
-            log.warning("ignoring node %s: %s", name, e)
-            return
-        if old is None:
-            self.queue.node_added(new)
-        else:
-            self.queue.node_updated(old, new)
-
-    def delete_node(self, name: str) -> None:
-        old = self.cache.remove_node(name)
-        if old is not None:
-            self.queue.node_deleted(old)
-
-    def node_info(self, name: str) -> NodeInfo | None:
-        return self.cache.node_info(name)
-
-    # -- pods ------------------------------------------------------------------------------------------
-    def _parse(self, raw: Mapping[str, Any]) -> PodInfo | None:
-        try:
-            return PodInfo(slim(raw))
-        except PodParseError as e:
-            ref = PodInfo.reference(raw)
-            scheduler = (raw.get("spec") or {}).get("schedulerName") if isinstance(raw, Mapping) else None
-            serving = self.profiles.get(scheduler or "default-scheduler")
-            if not _is_assigned(raw) and serving is not None and not self._shadows(serving) and ref.name:
-                self.client.record_failure(ref, REASON_SCHEDULER_ERROR, f"pod cannot be scheduled: {e}", None)
-            log.warning("cannot read pod %s: %s", ref.key, e)
-            return None
-
-    def add_pod(self, raw: Mapping[str, Any], parsed: PodInfo | None = None) -> None:
-        """``parsed``: ``raw`` already read into a PodInfo by the caller, to save reading it again."""
-        self.update_pod(None, raw, parsed)
-
-    def known_pods(self) -> list[PodInfo]:
-        """Every pod the scheduler holds: on nodes (assumed included), waiting in the queue, or waiting
-        for a profile to serve its scheduler name. Pods in the middle of an attempt are not listed."""
-        return [*self.cache.pods(), *(qp.pod for qp in self.queue.pending()), *self._unserved.values()]
-
-    def pod_known(self, uid: str) -> bool:
-        """Whether the scheduler holds the pod (on a node or assumed, waiting in the queue, or unserved):
-        False once its deletion was seen (an in-flight pod's place in the queue outlives it)."""
-        return self.cache.get_pod(uid) is not None or uid in self.queue or uid in self._unserved
-
-    def update_pod(
-        self, old_raw: Mapping[str, Any] | None, raw: Mapping[str, Any], parsed: PodInfo | None = None
-    ) -> None:
-        if _is_assigned(raw):
-            known = self.cache.get_pod(str((raw.get("metadata") or {}).get("uid") or ""))
-            if known is not None:
-                if not self.cache.is_assumed(known.uid):
-                    if _same_version(known.raw, raw):
-                        return  # a re-list's copy of a bound pod held as it is: nothing to parse or recount
-                elif parsed is None:
-                    parsed = known.confirmed(slim(raw))  # our binding confirmed: read once already
-        pod = parsed if parsed is not None else self._parse(raw)
-        if pod is None:
-            return
-        self.group_members.update(pod)
-        if _is_assigned(raw):
-            if _is_terminal(raw):
-                self.delete_pod(raw)
-                self.group_members.update(pod)  # a PodGroup's status counts its finished pods
-                return
-            self.queue.delete(pod, bound=True)  # it may have been pending with us until now
-            pending = self._unserved.pop(pod.uid, None)
-            known = self.cache.get_pod(pod.uid)
-            if pending is not None and known is None and pod.node_name:
-                self._judge_shadow(pending, pod.node_name)  # another scheduler bound it
-            if known is None or self.cache.is_assumed(pod.uid):
-                self.cache.add_pod(pod)
-                self.queue.assigned_pod_added(pod)
-            else:
-                self.cache.update_pod(known, pod)
-                self.queue.assigned_pod_updated(known, pod)
-            return
-        if not self.responsible_for(pod) or pod.deletion_timestamp:
-            self.queue.delete(pod)
-            if pod.deletion_timestamp:
-                self._unserved.pop(pod.uid, None)
-            else:
-                self._unserved[pod.uid] = pod
-            return
-        if self.cache.is_assumed(pod.uid):
-            return  # being bound by us; the assigned version will arrive
-        old = self._parse(old_raw) if old_raw is not None else None
-        self.queue.update(old, pod)
-
-    def binding_unconfirmed(self, assumed: PodInfo, current: Mapping[str, Any] | None) -> None:
-        """An assumed pod whose binding was answered as done but never seen done, as the API server
-        has it now (None: gone). Bound (to any node: the watch is late) counts as that watch event;
-        gone as its deletion; still unbound, the pod is forgotten, its room freed, the failure reported
-        and the pod queued again."""
-        if not self.cache.is_assumed(assumed.uid):
-            return  # confirmed or deleted while it was being read
-        if current is None or (current.get("metadata") or {}).get("uid") != assumed.uid:
-            self.delete_pod(assumed.raw)
-            return
-        if _is_assigned(current):
-            self.update_pod(None, current)
-            return
-        self.cache.forget_pod(assumed)
-        self.queue.assigned_pod_deleted(assumed)
-        message = (
-            f"binding to {assumed.node_name} was answered as done, but the pod is still unbound "
-            f"{self.cache.assumed_ttl:g}s later; scheduling it again"
-        )
-        log.warning("pod %s: %s", assumed.key, message)
-        pod = self._parse(current)
-        if pod is not None:
-            self.client.record_failure(pod, REASON_SCHEDULER_ERROR, message, None)
-        self.update_pod(None, current)
-
-    def delete_pod(self, raw: Mapping[str, Any]) -> None:
-        pod = PodInfo.reference(raw)
-        self._unserved.pop(pod.uid, None)
-        self.group_members.remove(pod.uid)
-        removed = self.cache.remove_pod(pod)
-        if removed is not None:
-            self.queue.assigned_pod_deleted(removed)
-        self.queue.delete(pod)
-        for framework in self.profiles.values():
-            waiting = framework.waiting_pods.get(pod.uid)
-            if waiting is not None:
-                waiting.reject("", "removed")  # RejectWaitingPod's words
-
-    # -- PodDisruptionBudgets (policy/v1) --------------------------------------------------------------------
-    def add_pdb(self, obj: Mapping[str, Any]) -> None:
-        self.update_pdb(obj)
-
-    def update_pdb(self, obj: Mapping[str, Any]) -> None:
-        try:
-            self.disruption_budgets.set(DisruptionBudget.parse(obj))
-        except BudgetParseError as e:
-            name = (obj.get("metadata") or {}).get("name")
-            log.warning("ignoring PodDisruptionBudget %s: %s", name, e)
-
-    def delete_pdb(self, obj: Mapping[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        self.disruption_budgets.delete(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
-
-    # -- other cluster objects (framework.objects.WATCHED_KINDS) ----------------------------------------
-    def update_object(self, kind: ObjectKind[Any], raw: Mapping[str, Any]) -> None:
-        """An object of ``kind`` was added or changed: stored, and pods its change may help are requeued."""
-        try:
-            old, new = self.objects.store(kind).upsert(raw)
-        except ObjectParseError as e:
-            name = (raw.get("metadata") or {}).get("name") if isinstance(raw, Mapping) else None
-            log.warning("ignoring %s %s: %s", kind, name, e)
-            return
-        action = Action.ADD if old is None else Action.UPDATE
-        self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, action], old, new)
-
-    def delete_object(self, kind: ObjectKind[Any], namespace: str, name: str) -> None:
-        old = self.objects.store(kind).delete(namespace, name)
-        if old is not None:
-            self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, Action.DELETE], old, None)
 
     # -- the loop --------------------------------------------------------------------------------------
     def schedule_one(self, qp: QueuedPodInfo) -> None:
