@@ -77,7 +77,7 @@ def bucket(frames: Stack) -> tuple[str, str]:
     http = any(_has(frames, f) for f in HTTP)
     if _has(frames, "binding_cycle"):
         return "binding cycle (POST pods/binding)", "HTTP" if http else _own(frames, "kopf_scheduler")
-    if _has(frames, "k8s/event_recorder.py") or _has(frames, "k8s/events.py"):
+    if _has(frames, "k8s/event_recorder.py") or _has(frames, "k8s/event_series.py"):
         return "events (events.k8s.io)", "HTTP" if http else "recorder"
     if _has(frames, "process_resource_event"):
         if _has(frames, "kopf_scheduler/service/service.py") or _has(frames, "kopf_scheduler/scheduling/scheduler.py"):

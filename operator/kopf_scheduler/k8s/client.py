@@ -28,7 +28,7 @@ from kopf_scheduler.k8s.binding import DEFAULT_CONCURRENCY, Binder
 from kopf_scheduler.k8s.connection import ConnectionInfo, load_connection
 from kopf_scheduler.k8s.event_recorder import DEFAULT_QUEUE_SIZE, EventRecorder
 from kopf_scheduler.k8s.event_recorder import DEFAULT_WORKERS as DEFAULT_EVENT_WORKERS
-from kopf_scheduler.k8s.events import (
+from kopf_scheduler.k8s.event_series import (
     FLUSH_INTERVAL,
     NORMAL,
     WARNING,
@@ -97,12 +97,12 @@ class KubeClient:
         clock: Clock | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
-        if isinstance(connection, RestClient):
-            self.rest = connection
-        else:
+        if isinstance(connection, ConnectionInfo):
             # room for every binding plus the event and status workers and a few reads
             connections = bind_concurrency + event_workers + status_workers + 8
             self.rest = RestClient(connection, connections=connections, timeout=request_timeout)
+        else:  # a RestClient, or anything with its methods (a test's fake API server)
+            self.rest = connection
         self.clock = clock if clock is not None else RealClock()
         #: whether the scheduler's writes may be sent now (the service sets the leader elector's
         #: ``is_leader``); None: always

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 
 from kopf_scheduler.framework.clock import Clock
-from kopf_scheduler.k8s.events import EventAggregator, Occurrence, SeriesEntry, Write
+from kopf_scheduler.k8s.event_series import EventAggregator, Occurrence, SeriesEntry, Write
 from kopf_scheduler.k8s.rest import STRATEGIC_MERGE_PATCH, Response, RestClient, resource_path
 from kopf_scheduler.k8s.stats import ClientStats
 from kopf_scheduler.k8s.workers import DEFAULT_RETRY_DELAYS, WorkerPool, with_retries

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kopf_scheduler.framework.clock import VirtualClock
-from kopf_scheduler.k8s.events import (
+from kopf_scheduler.k8s.event_series import (
     FINISH_AFTER,
     FLUSH_INTERVAL,
     NOTE_LIMIT,
