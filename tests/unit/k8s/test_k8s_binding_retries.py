@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _fake_api import Call, FakeRest
+from fake_api import FakeAPI
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -57,21 +57,13 @@ def status(code: int, message: str = "", retry_after: float | None = None) -> Re
     )
 
 
-def scripted(posts: list[Response], reads: list[Response] | None = None) -> FakeRest:
+def scripted(posts: list[Response], reads: list[Response] | None = None) -> FakeAPI:
     """Answers the binding POSTs and the pod reads in order; a request beyond its script fails the test."""
-    posts_left, reads_left = list(posts), list(reads or [])
-
-    def answer(call: Call) -> Response:
-        queue = posts_left if call.method == "POST" else reads_left
-        assert call.path == (BINDING if call.method == "POST" else READ)
-        assert queue, f"unexpected {call.method} {call.path}"
-        return queue.pop(0)
-
-    return FakeRest(answer=answer)
+    return FakeAPI(strict=True).script("POST", BINDING, *posts).script("GET", READ, *(reads or []))
 
 
-def sent(rest: FakeRest) -> list[str]:
-    return [call.method for call in rest.calls]
+def sent(rest: FakeAPI) -> list[str]:
+    return [call.method for call in rest.requests]
 
 
 async def test_429_waits_as_long_as_retry_after_asks(clock: Clock) -> None:

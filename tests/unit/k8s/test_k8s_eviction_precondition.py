@@ -6,7 +6,7 @@ is gone already", not an error that ends the preemption."""
 from __future__ import annotations
 
 import pytest
-from _fake_api import Call, FakeRest  # type: ignore[import-not-found]
+from fake_api import FakeAPI
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.clock import VirtualClock
@@ -29,26 +29,25 @@ CONFLICT = (  # kube-apiserver v1.34's words (tests/e2e/test_preemption_victim_u
 )
 
 
-def _answering(delete: Response) -> FakeRest:
-    return FakeRest(answer=lambda call: delete if call.method == "DELETE" else Response(200, b"{}"))
+def _answering(delete: Response) -> FakeAPI:
+    return FakeAPI().script("DELETE", None, delete, times=None)
 
 
-async def _preempt(rest: FakeRest) -> bool:
+async def _preempt(rest: FakeAPI) -> bool:
     return await preempt(rest, VICTIM, PREEMPTOR, VirtualClock(), "2026-01-01T00:00:00Z", retry_delays=())  # type: ignore[arg-type]
 
 
 async def test_the_delete_carries_the_victims_uid_as_precondition() -> None:
     rest = _answering(Response(200, b"{}"))
     assert await _preempt(rest) is True
-    [patch, delete] = rest.calls
+    [patch, delete] = rest.requests
     assert (patch.method, patch.path) == ("PATCH", "/api/v1/namespaces/ns/pods/low/status")
     assert patch.body["metadata"] == {"uid": "uid-low"}
     assert patch.body["status"]["conditions"][0]["type"] == "DisruptionTarget"
-    assert delete == Call(
+    assert (delete.method, delete.path, delete.body) == (
         "DELETE",
         "/api/v1/namespaces/ns/pods/low",
         {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "uid-low"}},
-        "",
     )
 
 
@@ -64,9 +63,9 @@ async def test_a_victim_replaced_before_it_was_marked_is_left_alone() -> None:
         b'{"kind":"Status","code":422,"reason":"Invalid","message":"Pod \\"low\\" is invalid: metadata.uid: '
         b'Invalid value: \\"uid-low\\": field is immutable"}'
     )
-    rest = FakeRest(answer=lambda call: Response(422, invalid))
+    rest = FakeAPI().script(None, None, Response(422, invalid), times=None)
     assert await _preempt(rest) is False
-    assert [c.method for c in rest.calls] == ["PATCH"]  # no DELETE
+    assert [c.method for c in rest.requests] == ["PATCH"]  # no DELETE
 
 
 async def test_other_failures_are_errors() -> None:

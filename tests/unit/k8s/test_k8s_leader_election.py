@@ -12,8 +12,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from _fake_api import Call, FakeRest  # type: ignore[import-not-found]
-from _lease_server import LeaseServer  # type: ignore[import-not-found]
+from fake_api import FakeAPI, Request
+from lease_server import LeaseServer
 
 from kopf_scheduler.k8s.leader import JITTER_FACTOR, LeaderElector, LeadershipLost
 from kopf_scheduler.testing import VirtualClock
@@ -44,8 +44,8 @@ class _Leading:
         self.stopped += 1
 
 
-def _elector(server: LeaseServer, clock: VirtualClock, **settings: Any) -> tuple[LeaderElector, FakeRest]:
-    rest = FakeRest(answer=server.answer)
+def _elector(server: LeaseServer, clock: VirtualClock, **settings: Any) -> tuple[LeaderElector, FakeAPI]:
+    rest = FakeAPI(fallback=server.answer)
     elector = LeaderElector(rest, namespace="ns", identity="a", clock=clock, wall=lambda: WALL, **settings)  # type: ignore[arg-type]
     return elector, rest
 
@@ -63,8 +63,8 @@ async def _advance(clock: VirtualClock, seconds: float, step: float = 0.5) -> No
         await _settle()
 
 
-def _calls(rest: FakeRest, since: int = 0) -> list[tuple[str, str]]:
-    return [(c.method, c.path) for c in rest.calls[since:]]
+def _calls(rest: FakeAPI, since: int = 0) -> list[tuple[str, str]]:
+    return [(c.method, c.path) for c in rest.requests[since:]]
 
 
 async def _leading(server: LeaseServer, clock: VirtualClock, **settings: Any) -> Any:
@@ -81,7 +81,7 @@ async def test_a_missing_lease_is_created_with_kube_schedulers_record() -> None:
     server, clock = LeaseServer(), VirtualClock()
     elector, rest, leading, run = await _leading(server, clock)
     assert _calls(rest) == [("GET", LEASE), ("POST", LEASES)]
-    created = rest.calls[1].body
+    created = rest.requests[1].body
     assert created["apiVersion"] == "coordination.k8s.io/v1" and created["kind"] == "Lease"
     assert created["metadata"] == {"name": "kopf-scheduler", "namespace": "ns"}
     assert created["spec"] == {
@@ -94,7 +94,7 @@ async def test_a_missing_lease_is_created_with_kube_schedulers_record() -> None:
     assert elector.leader == "a"
     await _advance(clock, 2.0)  # one retry period: renewed with the record written last
     assert _calls(rest, 2) == [("PUT", LEASE)]
-    assert rest.calls[2].body["metadata"]["resourceVersion"] == "1"
+    assert rest.requests[2].body["metadata"]["resourceVersion"] == "1"
     run.cancel()
     await asyncio.gather(run, return_exceptions=True)
     assert leading.stopped == 1 and server.lease is not None
@@ -104,7 +104,7 @@ async def test_a_missing_lease_is_created_with_kube_schedulers_record() -> None:
 async def test_losing_the_race_to_create_the_lease_waits_for_the_winner() -> None:
     server, clock = LeaseServer(), VirtualClock()
 
-    def b_creates_first(call: Call) -> None:
+    def b_creates_first(call: Request) -> None:
         if call.method == "POST":
             server.write_as("b", STAMP)
 
@@ -137,7 +137,7 @@ async def test_a_takeover_that_conflicts_with_the_holders_renewal_does_not_lead(
     renewed: list[float] = []  # a's clock when b renewed, in the middle of a's takeover
     puts: list[float] = []  # a's clock at each of a's PUTs
 
-    def b_renews_first(call: Call) -> None:
+    def b_renews_first(call: Request) -> None:
         if call.method == "PUT" and call.body["spec"]["holderIdentity"] == "a":
             puts.append(clock.now())
             if not renewed:
@@ -157,7 +157,7 @@ async def test_a_takeover_that_conflicts_with_the_holders_renewal_does_not_lead(
         await _advance(clock, 0.5)
     assert leading.started == 1 and elector.is_leader
     assert len(puts) == 2 and puts[1] >= renewed[0] + 15.0, (renewed, puts)
-    assert [c.method for c in rest.calls].count("PUT") == 2
+    assert [c.method for c in rest.requests].count("PUT") == 2
     assert server.lease is not None and server.lease["spec"]["holderIdentity"] == "a"
     assert server.lease["spec"]["leaseTransitions"] == 1
     run.cancel()
@@ -176,7 +176,7 @@ async def test_renewals_failing_with_5xx_lose_leadership_at_the_renew_deadline()
     await _advance(clock, 2.0)  # renewed at 1002: the deadline moves to 1012
     assert server.lease is not None and server.version == 2
     server.failing = 500
-    before = len(rest.calls)
+    before = len(rest.requests)
     await _advance(clock, 9.5, step=0.25)  # 1011.5: tries at 1004, 1006, 1008, 1010 all failed
     assert _calls(rest, before) == [("PUT", LEASE), ("GET", LEASE)] * 4
     assert elector.is_leader and leading.cancelled == 0
@@ -185,7 +185,7 @@ async def test_renewals_failing_with_5xx_lose_leadership_at_the_renew_deadline()
     await _settle()
     await _lost(run)
     assert (leading.started, leading.cancelled, leading.stopped) == (1, 1, 1)
-    assert len(rest.calls) == before + 8  # a leader that lost the lease does not release it
+    assert len(rest.requests) == before + 8  # a leader that lost the lease does not release it
     assert server.lease["spec"]["holderIdentity"] == "a" and server.version == 2
 
 
@@ -196,8 +196,8 @@ async def test_renewals_that_never_answer_lose_leadership_at_the_renew_deadline(
     elector, rest, leading, run = await _leading(
         server, clock, lease_duration=2.0, renew_deadline=1.0, retry_period=0.5
     )
-    rest.gate = asyncio.Event()  # from now on no request is answered
-    before = len(rest.calls)
+    rest.hold()  # from now on no request is answered
+    before = len(rest.requests)
     await _advance(clock, 0.5)  # the renewal is sent, and hangs
     assert _calls(rest, before) == [("PUT", LEASE)]
     clock.set(1000.99)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from _fake_api import FakeRest  # type: ignore[import-not-found]
-from _lease_server import LeaseServer  # type: ignore[import-not-found]
+from fake_api import FakeAPI
+from lease_server import LeaseServer
 
 from kopf_scheduler.k8s.leader import LeaderElector
 
 
 async def _leading(server: LeaseServer) -> asyncio.Future[None]:
     """Candidate "a" running against ``server``, once it leads (until cancelled)."""
-    elector = LeaderElector(FakeRest(answer=server.answer), namespace="ns", identity="a")  # type: ignore[arg-type]
+    elector = LeaderElector(FakeAPI(fallback=server.answer), namespace="ns", identity="a")  # type: ignore[arg-type]
     started = asyncio.Event()
 
     async def lead() -> None:

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from _fake_api import FakeRest  # type: ignore[import-not-found]
+from fake_api import FakeAPI
 
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -86,25 +86,25 @@ def pod(name: str = "p", uid: str = "u1", status: dict | None = None) -> PodInfo
 
 
 @pytest.fixture
-def rest() -> FakeRest:
-    return FakeRest()
+def rest() -> FakeAPI:
+    return FakeAPI()
 
 
 @pytest.fixture
-def writer(rest: FakeRest) -> PodStatusWriter:
+def writer(rest: FakeAPI) -> PodStatusWriter:
     return PodStatusWriter(rest, VirtualClock(), workers=1, wall=lambda: 1_700_000_000.0)  # type: ignore[arg-type]
 
 
 async def test_repeated_failure_with_the_same_message_is_patched_once(
-    rest: FakeRest, writer: PodStatusWriter
+    rest: FakeAPI, writer: PodStatusWriter
 ) -> None:
     p = pod()
     for _ in range(20):
         writer.record_failure(p, "Unschedulable", MSG, None)
         await asyncio.sleep(0)
     assert await writer.close(1.0)
-    assert len(rest.calls) == 1
-    call = rest.calls[0]
+    assert len(rest.requests) == 1
+    call = rest.requests[0]
     assert (call.method, call.path, call.content_type) == ("PATCH", "/api/v1/namespaces/ns/pods/p/status",
                                                            STRATEGIC_MERGE_PATCH)  # fmt: skip
     assert call.body == {
@@ -113,66 +113,65 @@ async def test_repeated_failure_with_the_same_message_is_patched_once(
     assert rest.stats.status_patches_sent == 1 and rest.stats.status_patches_skipped == 19
 
 
-async def test_pod_already_saying_the_same_is_not_patched(rest: FakeRest, writer: PodStatusWriter) -> None:
+async def test_pod_already_saying_the_same_is_not_patched(rest: FakeAPI, writer: PodStatusWriter) -> None:
     writer.record_failure(
         pod(status={"conditions": [cond(lastTransitionTime=T0)]}), "Unschedulable", MSG, None
     )
     assert await writer.close(1.0)
-    assert rest.calls == []
+    assert rest.requests == []
 
 
-async def test_waiting_patches_for_one_pod_merge(rest: FakeRest, writer: PodStatusWriter) -> None:
+async def test_waiting_patches_for_one_pod_merge(rest: FakeAPI, writer: PodStatusWriter) -> None:
     p = pod()
     writer.record_failure(p, "Unschedulable", "first", "n1")  # no await: still waiting when the next comes
     writer.record_failure(p, "Unschedulable", "second", None)
     assert await writer.close(1.0)
-    assert len(rest.calls) == 1
-    status = rest.calls[0].body["status"]
+    assert len(rest.requests) == 1
+    status = rest.requests[0].body["status"]
     assert status["nominatedNodeName"] == "n1" and status["conditions"][0]["message"] == "second"
     assert rest.stats.status_patches_coalesced == 1
 
 
-async def test_a_patch_in_flight_is_followed_not_overtaken(rest: FakeRest) -> None:
-    rest.gate = asyncio.Event()
+async def test_a_patch_in_flight_is_followed_not_overtaken(rest: FakeAPI) -> None:
+    gate = rest.hold()
     writer = PodStatusWriter(rest, VirtualClock(), workers=4)  # type: ignore[arg-type]
     p = pod()
     writer.record_failure(p, "Unschedulable", "first", None)
     async with asyncio.timeout(5):
-        while not rest.calls:
+        while not rest.requests:
             await asyncio.sleep(0)
     writer.record_failure(p, "Unschedulable", "second", None)
     for _ in range(50):  # every free worker has had its turn
         await asyncio.sleep(0)
-    assert len(rest.calls) == 1  # the second waits for the first although workers are free
-    rest.gate.set()
+    assert len(rest.requests) == 1  # the second waits for the first although workers are free
+    gate.set()
     assert await writer.close(1.0)
-    assert [c.body["status"]["conditions"][0]["message"] for c in rest.calls] == ["first", "second"]
+    assert [c.body["status"]["conditions"][0]["message"] for c in rest.requests] == ["first", "second"]
 
 
-async def test_binding_cancels_a_waiting_patch_and_forgets(rest: FakeRest, writer: PodStatusWriter) -> None:
+async def test_binding_cancels_a_waiting_patch_and_forgets(rest: FakeAPI, writer: PodStatusWriter) -> None:
     p = pod()
     writer.record_failure(p, "Unschedulable", MSG, None)
     writer.forget(p.uid)
     assert await writer.close(1.0)
-    assert rest.calls == []
+    assert rest.requests == []
     assert writer.known == {}
 
 
-async def test_failed_patch_is_retried_then_forgotten(rest: FakeRest) -> None:
-    rest.answer = lambda call: Response(500, b'{"message":"etcd is sad"}')
+async def test_failed_patch_is_retried_then_forgotten(rest: FakeAPI) -> None:
+    rest.script(None, None, Response(500, b'{"message":"etcd is sad"}'))  # the first request only
     writer = PodStatusWriter(rest, VirtualClock(), workers=1, retry_delays=())  # type: ignore[arg-type]
     p = pod()
     writer.record_failure(p, "Unschedulable", MSG, None)
     assert await writer.pool.drain(1.0)
     assert rest.stats.status_patch_errors == 1 and writer.known == {}
-    # the next identical failure is tried again, since the pod's state is unknown
-    rest.answer = lambda call: Response(200, b"{}")
+    # the next identical failure is tried again (and answered 200), since the pod's state is unknown
     writer.record_failure(p, "Unschedulable", MSG, None)
     assert await writer.close(1.0)
     assert rest.stats.status_patches_sent == 1
 
 
-async def test_nothing_is_accepted_after_close(rest: FakeRest, writer: PodStatusWriter) -> None:
+async def test_nothing_is_accepted_after_close(rest: FakeAPI, writer: PodStatusWriter) -> None:
     assert await writer.close(1.0)
     writer.record_failure(pod(), "Unschedulable", MSG, None)
-    assert writer.pending == {} and rest.calls == []
+    assert writer.pending == {} and rest.requests == []

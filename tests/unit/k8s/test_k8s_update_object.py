@@ -7,12 +7,11 @@ import json
 from typing import Any
 
 import pytest
-from _fake_api import FakeRest  # type: ignore[import-not-found]
+from fake_api import FakeAPI
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.k8s.client import KubeClient
-from kopf_scheduler.k8s.connection import ConnectionInfo
-from kopf_scheduler.k8s.rest import Response, RestClient
+from kopf_scheduler.k8s.rest import Response
 
 PATH = "/api/v1/persistentvolumes/pv-1"
 VOLUME: dict[str, Any] = {
@@ -23,17 +22,15 @@ VOLUME: dict[str, Any] = {
 }
 
 
-def _client(rest: FakeRest) -> KubeClient:
-    client = KubeClient(RestClient(ConnectionInfo("http://127.0.0.1:1")))
-    client.rest = rest  # type: ignore[assignment]
-    return client
+def _client(rest: FakeAPI) -> KubeClient:
+    return KubeClient(rest)  # type: ignore[arg-type]
 
 
 async def test_put_without_managed_fields_returns_the_stored_object() -> None:
     stored = {**VOLUME, "metadata": {"name": "pv-1", "resourceVersion": "8"}}
-    rest = FakeRest(answer=lambda call: Response(200, json.dumps(stored).encode()))
+    rest = FakeAPI().script("PUT", PATH, Response(200, json.dumps(stored).encode()))
     assert await _client(rest).update_object(PATH, VOLUME) == stored
-    [call] = rest.calls
+    [call] = rest.requests
     assert (call.method, call.path) == ("PUT", PATH)
     assert call.body["metadata"] == {"name": "pv-1", "resourceVersion": "7"}
     assert call.body["spec"] == VOLUME["spec"]
@@ -43,7 +40,7 @@ async def test_put_without_managed_fields_returns_the_stored_object() -> None:
 async def test_a_refusal_carries_the_api_servers_message(status: int) -> None:
     message = 'Operation cannot be fulfilled on persistentvolumes "pv-1": the object has been modified'
     body = json.dumps({"kind": "Status", "message": message}).encode()
-    rest = FakeRest(answer=lambda call: Response(status, body))
+    rest = FakeAPI().script("PUT", PATH, Response(status, body))
     with pytest.raises(APIError) as caught:
         await _client(rest).update_object(PATH, VOLUME)
     assert (caught.value.status, caught.value.message) == (status, message)

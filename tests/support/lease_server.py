@@ -1,14 +1,18 @@
-"""A fake API server holding one Lease, for the leader election tests: optimistic concurrency (a write with
-a stale resourceVersion gets 409, a create of an existing lease too), a competitor's writes slipped in
-just before ours, and outages that answer every request with one status."""
+"""The API server's side of one Lease, for leader election tests: ``FakeAPI(fallback=server.answer)``.
+Optimistic concurrency (a write with a stale resourceVersion gets 409, a create of an existing lease too),
+a competitor's writes slipped in just before ours, and outages that answer every request with one status.
+
+Leader election may run on a thread of its own (``k8s.leader_thread``): ``wait_for_version`` lets a test
+that holds its event loop wait, on a condition the elector's writes signal, until it has written enough."""
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
-from _fake_api import Call  # type: ignore[import-not-found]
+from fake_api import Request
 
 from kopf_scheduler.k8s.rest import Response
 
@@ -20,14 +24,23 @@ class LeaseServer:
         #: while set, every request gets this status (500, 503, ...)
         self.failing: int | None = None
         #: runs before a write (PUT or POST) is handled: another candidate's write landing first
-        self.before_write: Callable[[Call], None] | None = None
+        self.before_write: Callable[[Request], None] | None = None
+        self._stored_once = threading.Condition()
 
     def _stored(self, body: dict[str, Any]) -> Response:
-        self.version += 1
-        self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.version)}}
+        with self._stored_once:
+            self.version += 1
+            self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.version)}}
+            self._stored_once.notify_all()
         return Response(200, json.dumps(self.lease).encode())
 
-    def answer(self, call: Call) -> Response:
+    def wait_for_version(self, version: int, timeout: float) -> bool:
+        """Blocks this thread until a write has made the lease's version ``version`` (True), or
+        ``timeout`` seconds have passed (False)."""
+        with self._stored_once:
+            return self._stored_once.wait_for(lambda: self.version >= version, timeout)
+
+    def answer(self, call: Request) -> Response:
         if self.failing is not None:
             return Response(self.failing, json.dumps({"message": "etcdserver: request timed out"}).encode())
         if call.method == "GET":
