@@ -381,6 +381,9 @@ class Scheduler(EventHandlers):
                 raise
             except Exception as e:  # a bug costs this pod one attempt, not the loop
                 log.exception("scheduling %s failed", qp.pod.key)
+                # nothing of the attempt is left behind: the pods of extender profiles queued behind
+                # its wait go next
+                self._end_extender_wait(qp.pod.uid)
                 qp.unschedulable_plugins, qp.pending_plugins = set(), set()
                 qp.last_failure_was_error = True
                 if self.queue.add_unschedulable_if_not_present(qp) is not None:

@@ -376,3 +376,30 @@ async def test_every_try_of_an_attempt_asks_the_extender_about_the_same_nodes() 
     assert [key for key, _ in cluster.bindings] == ["default/quick", "default/slow"]
     [(verb, args)] = ext.requests
     assert verb == "filter" and len(args["NodeNames"]) == 100
+
+
+async def test_a_cycle_that_raises_during_a_replay_ends_its_extender_wait() -> None:
+    """One pod's replayed cycle raises (here: an extender score no node total can hold): that pod's
+    attempt ends with a SchedulerError and backoff, and the pods of extender profiles queued behind its
+    wait are still scheduled."""
+
+    def prioritize(body: Any) -> Answer:
+        score = 10**20 if body["Pod"]["metadata"]["name"] == "poison" else 5
+        return Answer([{"Host": n, "Score": score} for n in body["NodeNames"]])
+
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with FakeExtender({"prioritize": prioritize}) as ext:
+        [(_, spec)] = _profile(
+            {"urlPrefix": ext.url, "prioritizeVerb": "prioritize", "weight": 1, "nodeCacheCapable": True}
+        )
+        sched.set_profile(spec)
+        for node in _nodes("n1", "n2", cpu="8"):
+            sched.add_node(node)
+        async with _running(sched, cluster, [("poison", NAME), ("after-1", NAME), ("after-2", NAME)]):
+            await _bound(cluster, 2, timeout=10)
+    assert sorted(key for key, _ in cluster.bindings) == ["default/after-1", "default/after-2"]
+    poisoned = cluster.outcomes["uid-poison"]
+    assert (poisoned.node, poisoned.reason) == (None, "SchedulerError")
+    assert sched.queue.location("uid-poison") in ("backoff", "unschedulable", "active")
