@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.framework.interface import QueueingHint
 from kopf_scheduler.framework.pod_info import PodInfo
 
 
@@ -80,6 +79,11 @@ class ClusterEvent:
 
     def __str__(self) -> str:
         return self.label or f"{self.resource.value}{self.action.name}"
+
+
+class QueueingHint(enum.Enum):
+    QUEUE = "Queue"
+    SKIP = "QueueSkip"
 
 
 #: hint(pod, old_object, new_object) -> QUEUE or SKIP; raising counts as QUEUE (upstream behaviour).

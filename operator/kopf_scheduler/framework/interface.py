@@ -20,21 +20,19 @@ Contracts every implementation keeps:
 from __future__ import annotations
 
 import abc
-import enum
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.events import ClusterEventWithHint
+from kopf_scheduler.framework.events import QueueingHint as QueueingHint  # re-export for older importers
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.status import Status
-
-if TYPE_CHECKING:
-    from kopf_scheduler.framework.events import ClusterEventWithHint
 
 #: the highest score a score plugin may give after normalisation (``framework.MaxNodeScore``).
 MAX_NODE_SCORE = 100
@@ -106,11 +104,6 @@ class QueueSortPlugin(Plugin):
     def sort_key(self, qp: QueuedPodInfo) -> Any:
         """Optional fast form: a key whose ascending order equals ``less`` (None: the queue uses less)."""
         return None
-
-
-class QueueingHint(enum.Enum):
-    QUEUE = "Queue"
-    SKIP = "QueueSkip"
 
 
 class EnqueueExtensions(abc.ABC):

@@ -8,8 +8,7 @@ import pytest
 from _gang_kit import NS, WALL, Handle, member, plugin, pod_group, queued
 
 from kopf_scheduler.framework.args import ArgsError, decode_args
-from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, ClusterEvent, QueueingHint, Resource
 from kopf_scheduler.framework.objects.podgroups import parse_pod_group
 from kopf_scheduler.framework.status import unresolvable
 from kopf_scheduler.plugins.coscheduling import Args, sibling_pods_message

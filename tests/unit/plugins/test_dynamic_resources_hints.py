@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from _dra_kit import allocated_on, claim, objects, pod
 
-from kopf_scheduler.framework.events import Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import QueueingHint, Resource
 from kopf_scheduler.framework.objects import RESOURCE_CLAIMS, ResourceClaim
 from kopf_scheduler.framework.objects.dra import parse_resource_claim
 from kopf_scheduler.plugins.dynamic_resources.manager import DraManager

@@ -13,8 +13,7 @@ from _affinity_kit import NAMESPACES, affinity, all_rows, expr, node, plugin_for
 
 from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, QueueingHint, Resource
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import Namespace
 from kopf_scheduler.framework.pod_info import PodInfo

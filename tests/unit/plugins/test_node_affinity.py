@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.interface import NodeSet, PreFilterResult, QueueingHint
+from kopf_scheduler.framework.events import QueueingHint
+from kopf_scheduler.framework.interface import NodeSet, PreFilterResult
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status

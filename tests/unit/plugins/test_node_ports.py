@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import QueueingHint
 from kopf_scheduler.framework.pod_info import HostPort, PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status
 from kopf_scheduler.plugins.node_ports import ERR_REASON, NodePorts, new

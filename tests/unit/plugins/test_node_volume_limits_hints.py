@@ -19,8 +19,7 @@ from _volume_kit import (
     volume_attachment,
 )
 
-from kopf_scheduler.framework.events import Action, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, QueueingHint, Resource
 from kopf_scheduler.framework.objects.attachments import parse_volume_attachment
 from kopf_scheduler.framework.objects.storage import parse_csi_node, parse_persistent_volume_claim
 from kopf_scheduler.framework.pod_info import PodInfo

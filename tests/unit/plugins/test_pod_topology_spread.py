@@ -29,8 +29,7 @@ from kopf_scheduler.api.errors import ProfileError
 from kopf_scheduler.api.profile import parse_profile
 from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, QueueingHint, Resource
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.build import build_framework

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.interface import NodeSet, QueueingHint
+from kopf_scheduler.framework.events import QueueingHint
+from kopf_scheduler.framework.interface import NodeSet
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Code, Status

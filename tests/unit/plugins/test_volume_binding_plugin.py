@@ -23,8 +23,8 @@ from _volume_binding_kit import (
 
 from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, Resource
-from kopf_scheduler.framework.interface import NodeSet, QueueingHint
+from kopf_scheduler.framework.events import Action, QueueingHint, Resource
+from kopf_scheduler.framework.interface import NodeSet
 from kopf_scheduler.framework.objects.storage import (
     parse_csi_driver,
     parse_csi_node,

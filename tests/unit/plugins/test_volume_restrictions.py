@@ -19,8 +19,7 @@ from _volume_kit import (
 )
 
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, ClusterEvent, QueueingHint, Resource
 from kopf_scheduler.framework.objects.storage import parse_persistent_volume_claim
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error, unresolvable, unschedulable

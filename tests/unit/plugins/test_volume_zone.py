@@ -13,8 +13,7 @@ import pytest
 from _volume_kit import VolumeHandle, node_with, objects, pod, pod_with_claims, pv, pvc, storage_class
 
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, QueueingHint, Resource
 from kopf_scheduler.framework.objects.storage import (
     parse_persistent_volume,
     parse_persistent_volume_claim,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
@@ -33,7 +33,6 @@ from kopf_scheduler.framework.interface import (
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
-    QueueingHint,
     QueueSortPlugin,
     ReservePlugin,
 )

@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.objects import ResourceClaim
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.plugins.dynamic_resources.claims import ClaimError, ClaimLister, claim_keys, pod_claims

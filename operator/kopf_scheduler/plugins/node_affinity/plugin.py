@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -31,7 +31,6 @@ from kopf_scheduler.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueueingHint,
     ScorePlugin,
     VectorFilter,
     VectorScore,

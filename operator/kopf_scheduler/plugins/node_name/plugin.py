@@ -8,9 +8,9 @@ import numpy as np
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
-from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, QueueingHint, VectorFilter
+from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, VectorFilter
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo

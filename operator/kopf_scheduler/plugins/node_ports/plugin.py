@@ -17,14 +17,13 @@ import numpy as np
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
-    QueueingHint,
     VectorFilter,
 )
 from kopf_scheduler.framework.node_info import NodeInfo

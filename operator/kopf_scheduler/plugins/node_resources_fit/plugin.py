@@ -18,7 +18,7 @@ import numpy as np
 
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
@@ -27,7 +27,6 @@ from kopf_scheduler.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueueingHint,
     RowVerdicts,
     ScorePlugin,
     VectorFilter,

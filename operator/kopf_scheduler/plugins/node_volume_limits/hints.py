@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import QueueingHint
 from kopf_scheduler.framework.objects import CSINode, PersistentVolumeClaim, VolumeAttachment
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.volumes import pod_volumes, volume_claim_name

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from kopf_scheduler.framework.args import NoArgs
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
-from kopf_scheduler.framework.interface import EnqueueExtensions, PreEnqueuePlugin, QueueingHint
+from kopf_scheduler.framework.interface import EnqueueExtensions, PreEnqueuePlugin
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status, unresolvable
 from kopf_scheduler.plugins import names

@@ -20,7 +20,7 @@ import numpy as np
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     MAX_NODE_SCORE,
@@ -28,7 +28,6 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     NodeSet,
     PreScorePlugin,
-    QueueingHint,
     ScorePlugin,
     VectorFilter,
     VectorScore,

@@ -24,7 +24,7 @@ from typing import Any
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
@@ -32,7 +32,6 @@ from kopf_scheduler.framework.interface import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
-    QueueingHint,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, ClusterListers

@@ -25,14 +25,13 @@ from typing import Any
 
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
-from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
-    QueueingHint,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import (
