@@ -1,5 +1,5 @@
 """Where the API server is and how to authenticate to it: ``ConnectionInfo``, and loading it from a
-kubeconfig or from the pod's service account.
+kubeconfig (``load_kubeconfig``, over the files ``kubeconfig`` reads) or from the pod's service account.
 
 Lookup order (``load_connection``): an explicit kubeconfig path, then ``$KUBECONFIG``, then the in-cluster
 service account, then ``~/.kube/config``. Bearer tokens read from files (the service account's projected
@@ -18,19 +18,18 @@ import ssl
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+
+from kopf_scheduler.k8s import kubeconfig as kc
+from kopf_scheduler.k8s.kubeconfig import ConfigError
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: how long a token read from a file is trusted before the file is read again (client-go: 1 minute).
 TOKEN_FILE_REFRESH = 60.0
 DEFAULT_KUBECONFIG = Path("~/.kube/config")
-
-
-class ConfigError(Exception):
-    """No usable cluster configuration: the message names the file and the missing or bad field."""
 
 
 class TokenSource(Protocol):
@@ -214,6 +213,56 @@ def in_cluster(env: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCO
     )
 
 
+def load_kubeconfig(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    context: str | None = None,
+) -> ConnectionInfo:
+    """The connection of ``context`` (default: the current context) in the merged kubeconfig files."""
+    path_list = kc.split_paths(paths)
+    found = kc.find_context(path_list, context=context)
+    user, cluster = found.user, found.cluster
+    where_c, where_u = f"clusters[{found.cluster_name}].cluster", f"users[{found.user_name}].user"
+
+    token: TokenSource | None = None
+    cert = key = None
+    username = password = None
+    if user is not None:
+        cert = kc.file_or_data(user, "client-certificate", "client-certificate-data", where_u)
+        key = kc.file_or_data(user, "client-key", "client-key-data", where_u)
+        if (cert is None) != (key is None):
+            raise ConfigError(
+                f"{user.origin}: {where_u}: a client certificate needs its key (and vice versa)"
+            )
+        if user.body.get("token"):
+            token = StaticToken(str(user.body["token"]))
+        elif user.body.get("tokenFile"):
+            token_path = user.base / Path(str(user.body["tokenFile"])).expanduser()
+            token = FileToken(token_path)
+            token.token()
+        elif user.body.get("exec") or user.body.get("auth-provider"):
+            fetch, plugin_cert, plugin_key = kc.plugin_credentials(found, user)
+            token = CallableToken(fetch) if fetch is not None else None
+            cert, key = cert or plugin_cert, key or plugin_key
+        if user.body.get("username") is not None and user.body.get("password") is not None:
+            username, password = str(user.body["username"]), str(user.body["password"])
+
+    return ConnectionInfo(
+        server=found.server,
+        ca_data=kc.file_or_data(cluster, "certificate-authority", "certificate-authority-data", where_c),
+        insecure=bool(cluster.body.get("insecure-skip-tls-verify", False)),
+        tls_server_name=cluster.body.get("tls-server-name") or None,
+        client_cert=cert,
+        client_key=key,
+        token=token,
+        username=username,
+        password=password,
+        default_namespace=str(found.context.body.get("namespace") or "default"),
+        source=f"kubeconfig {found.files} (context {found.name})",
+        reloader=lambda: load_kubeconfig(path_list, context=context),
+    )
+
+
 def load_connection(
     kubeconfig: str | Path | None = None,
     *,
@@ -223,18 +272,16 @@ def load_connection(
 ) -> ConnectionInfo:
     """An explicit kubeconfig, else ``$KUBECONFIG``, else the in-cluster service account, else
     ``~/.kube/config``."""
-    from kopf_scheduler.k8s import kubeconfig as kc
-
     env = os.environ if env is None else env
     if kubeconfig is not None:
-        return kc.load(kubeconfig, context=context)
+        return load_kubeconfig(kubeconfig, context=context)
     if env.get("KUBECONFIG"):
-        return kc.load(env["KUBECONFIG"], context=context)
+        return load_kubeconfig(env["KUBECONFIG"], context=context)
     if is_in_cluster(env, sa_dir):
         return in_cluster(env, sa_dir)
     default = DEFAULT_KUBECONFIG.expanduser()
     if default.is_file():
-        return kc.load(default, context=context)
+        return load_kubeconfig(default, context=context)
     raise ConfigError("no cluster configuration: pass a kubeconfig, set KUBECONFIG, or run in a cluster")
 
 
@@ -248,6 +295,7 @@ __all__ = [
     "in_cluster",
     "is_in_cluster",
     "load_connection",
+    "load_kubeconfig",
 ]
 
 

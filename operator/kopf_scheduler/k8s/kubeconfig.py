@@ -1,10 +1,13 @@
-"""Reading kubeconfig files into a ``ConnectionInfo`` (what kubectl and client-go read).
+"""Reading kubeconfig files (what kubectl and client-go read): merging them, finding a context with its
+cluster and user, decoding inline or file data, running credential plugins. ``connection.load_kubeconfig``
+turns what is read here into a ``ConnectionInfo``; this module knows nothing of connections, so it sits
+below ``connection`` (and holds ``ConfigError``, which both raise).
 
 Several files (``$KUBECONFIG`` is a path list) merge as client-go merges them: the first file to define
 a cluster, user or context name wins, and the first non-empty ``current-context`` wins. Relative paths are
 relative to the file that holds the stanza. Static credentials (CA, client certificates, token, token
-file, basic auth) are read here; users with an ``exec`` plugin or an ``auth-provider`` are delegated to
-``kubernetes.config``, which runs the plugin (and re-runs it when the credential expires).
+file, basic auth) are read by the caller; users with an ``exec`` plugin or an ``auth-provider`` are
+delegated to ``kubernetes.config``, which runs the plugin (and re-runs it when the credential expires).
 """
 
 from __future__ import annotations
@@ -12,25 +15,20 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kopf_scheduler.k8s.connection import (
-    CallableToken,
-    ConfigError,
-    ConnectionInfo,
-    FileToken,
-    StaticToken,
-    TokenSource,
-)
+
+class ConfigError(Exception):
+    """No usable cluster configuration: the message names the file and the missing or bad field."""
 
 
 @dataclass(frozen=True)
-class _Entry:
+class Entry:
     """One named stanza and the folder its relative paths are relative to."""
 
     body: Mapping[str, Any]
@@ -40,9 +38,9 @@ class _Entry:
 
 @dataclass
 class _Merged:
-    clusters: dict[str, _Entry]
-    users: dict[str, _Entry]
-    contexts: dict[str, _Entry]
+    clusters: dict[str, Entry]
+    users: dict[str, Entry]
+    contexts: dict[str, Entry]
     current_context: str
     files: list[Path]
 
@@ -90,7 +88,7 @@ def merge(paths: Sequence[Path]) -> _Merged:
                 body = item.get(kind) or {}
                 if not isinstance(body, Mapping):
                     raise ConfigError(f"{path}: {section}[{item['name']}].{kind} must be a mapping")
-                target.setdefault(str(item["name"]), _Entry(body, base, path))
+                target.setdefault(str(item["name"]), Entry(body, base, path))
         if not merged.current_context and data.get("current-context"):
             merged.current_context = str(data["current-context"])
     if not merged.files:
@@ -98,7 +96,7 @@ def merge(paths: Sequence[Path]) -> _Merged:
     return merged
 
 
-def _file_or_data(entry: _Entry, file_key: str, data_key: str, where: str) -> bytes | None:
+def file_or_data(entry: Entry, file_key: str, data_key: str, where: str) -> bytes | None:
     data = entry.body.get(data_key)
     if data:
         try:
@@ -115,14 +113,24 @@ def _file_or_data(entry: _Entry, file_key: str, data_key: str, where: str) -> by
     return None
 
 
-def load(
-    paths: str | Path | Sequence[str | Path],
-    *,
-    context: str | None = None,
-) -> ConnectionInfo:
-    """The connection of ``context`` (default: the current context) in the merged kubeconfig files."""
-    path_list = split_paths(paths)
-    merged = merge(path_list)
+@dataclass(frozen=True)
+class Context:
+    """A context of the merged files with its cluster and user (``None`` when it names no user)."""
+
+    name: str
+    #: the files read, for messages
+    files: str
+    context: Entry
+    cluster_name: str
+    cluster: Entry
+    user_name: str
+    user: Entry | None
+    server: str
+
+
+def find_context(paths: Sequence[Path], *, context: str | None = None) -> Context:
+    """``context`` (default: the current context) in the merged files ``paths``."""
+    merged = merge(paths)
     name = context or merged.current_context
     files = os.pathsep.join(str(p) for p in merged.files)
     if not name:
@@ -141,53 +149,16 @@ def load(
     server = str(cluster.body.get("server") or "")
     if not server:
         raise ConfigError(f"{cluster.origin}: clusters[{cluster_name}].cluster.server is required")
-    where_c, where_u = f"clusters[{cluster_name}].cluster", f"users[{user_name}].user"
-
-    token: TokenSource | None = None
-    cert = key = None
-    username = password = None
-    if user is not None:
-        cert = _file_or_data(user, "client-certificate", "client-certificate-data", where_u)
-        key = _file_or_data(user, "client-key", "client-key-data", where_u)
-        if (cert is None) != (key is None):
-            raise ConfigError(
-                f"{user.origin}: {where_u}: a client certificate needs its key (and vice versa)"
-            )
-        if user.body.get("token"):
-            token = StaticToken(str(user.body["token"]))
-        elif user.body.get("tokenFile"):
-            token_path = user.base / Path(str(user.body["tokenFile"])).expanduser()
-            token = FileToken(token_path)
-            token.token()
-        elif user.body.get("exec") or user.body.get("auth-provider"):
-            token, plugin_cert, plugin_key = _plugin_credentials(
-                name, ctx, cluster, user, cluster_name, user_name
-            )
-            cert, key = cert or plugin_cert, key or plugin_key
-        if user.body.get("username") is not None and user.body.get("password") is not None:
-            username, password = str(user.body["username"]), str(user.body["password"])
-
-    return ConnectionInfo(
-        server=server,
-        ca_data=_file_or_data(cluster, "certificate-authority", "certificate-authority-data", where_c),
-        insecure=bool(cluster.body.get("insecure-skip-tls-verify", False)),
-        tls_server_name=cluster.body.get("tls-server-name") or None,
-        client_cert=cert,
-        client_key=key,
-        token=token,
-        username=username,
-        password=password,
-        default_namespace=str(ctx.body.get("namespace") or "default"),
-        source=f"kubeconfig {files} (context {name})",
-        reloader=lambda: load(path_list, context=context),
-    )
+    return Context(name, files, ctx, cluster_name, cluster, user_name, user, server)
 
 
-def _plugin_credentials(
-    context_name: str, ctx: _Entry, cluster: _Entry, user: _Entry, cluster_name: str, user_name: str
-) -> tuple[TokenSource | None, bytes | None, bytes | None]:
-    """Credentials from an exec plugin or auth provider, through ``kubernetes.config`` (which knows how
-    to run and refresh them)."""
+def plugin_credentials(
+    found: Context, user: Entry
+) -> tuple[Callable[[], str] | None, bytes | None, bytes | None]:
+    """Credentials from ``user``'s exec plugin or auth provider, through ``kubernetes.config`` (which knows
+    how to run and refresh them): what fetches the bearer token (None for none), client certificate, key."""
+    context_name, ctx, cluster = found.name, found.context, found.cluster
+    cluster_name, user_name = found.cluster_name, found.user_name
     try:
         from kubernetes.client import Configuration
         from kubernetes.config.config_exception import ConfigException
@@ -212,7 +183,7 @@ def _plugin_credentials(
         value = configuration.get_api_key_with_prefix("BearerToken") or ""  # runs the refresh hook
         return value.removeprefix("Bearer ").strip()
 
-    token = CallableToken(fetch) if configuration.api_key.get("BearerToken") else None
+    token = fetch if configuration.api_key.get("BearerToken") else None
     cert = key = None
     if configuration.cert_file and configuration.key_file:
         cert = Path(configuration.cert_file).read_bytes()

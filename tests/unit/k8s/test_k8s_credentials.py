@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 from kopf_scheduler.devcluster import pki
-from kopf_scheduler.k8s.connection import ConfigError, FileToken, in_cluster, load_connection
-from kopf_scheduler.k8s.kubeconfig import load
+from kopf_scheduler.k8s.connection import ConfigError, FileToken, in_cluster, load_connection, load_kubeconfig
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +58,7 @@ def test_token_and_inline_ca(tmp_path: Path, certs: pki.Pki) -> None:
     ca = certs.ca_cert.read_bytes()
     cluster = {"server": "https://10.1.2.3:6443/", "certificate-authority-data": b64(ca)}
     path = write(tmp_path / "config", kubeconfig(cluster, {"token": "t0k"}, namespace="team-a"))
-    info = load(path)
+    info = load_kubeconfig(path)
     assert info.server == "https://10.1.2.3:6443"
     assert info.ca_data == ca and info.default_namespace == "team-a"
     assert info.auth_headers() == {"Authorization": "Bearer t0k"}
@@ -75,12 +74,12 @@ def test_relative_files_client_certificate_and_insecure(tmp_path: Path, certs: p
         (d / dst).write_bytes(src.read_bytes())
     cluster = {"server": "https://k", "certificate-authority": "ca.crt", "tls-server-name": "kubernetes"}
     user = {"client-certificate": "me.crt", "client-key": "me.key"}
-    info = load(write(d / "config", kubeconfig(cluster, user)))
+    info = load_kubeconfig(write(d / "config", kubeconfig(cluster, user)))
     assert info.ca_data == certs.ca_cert.read_bytes()
     assert info.client_cert == certs.ca_cert.read_bytes() and info.client_key == certs.ca_key.read_bytes()
     assert info.tls_server_name == "kubernetes" and info.auth_headers() == {}
     assert info.ssl_context() is not None  # the certificate and key load
-    insecure = load(
+    insecure = load_kubeconfig(
         write(d / "insecure", kubeconfig({"server": "https://k", "insecure-skip-tls-verify": True}, {}))
     )
     ctx = insecure.ssl_context()
@@ -94,7 +93,7 @@ def test_client_certificate_data_and_basic_auth(tmp_path: Path, certs: pki.Pki) 
         "username": "admin",
         "password": "s3cret",
     }
-    info = load(write(tmp_path / "config", kubeconfig({"server": "https://k"}, user)))
+    info = load_kubeconfig(write(tmp_path / "config", kubeconfig({"server": "https://k"}, user)))
     assert info.ssl_context() is not None
     assert info.auth_headers() == {"Authorization": "Basic " + b64(b"admin:s3cret")}
 
@@ -102,12 +101,14 @@ def test_client_certificate_data_and_basic_auth(tmp_path: Path, certs: pki.Pki) 
 def test_certificate_without_key_is_refused(tmp_path: Path, certs: pki.Pki) -> None:
     user = {"client-certificate-data": b64(certs.ca_cert.read_bytes())}
     with pytest.raises(ConfigError, match=r"users\[dev-user\]\.user: a client certificate needs its key"):
-        load(write(tmp_path / "config", kubeconfig({"server": "https://k"}, user)))
+        load_kubeconfig(write(tmp_path / "config", kubeconfig({"server": "https://k"}, user)))
 
 
 def test_token_file_is_reread_when_it_rotates(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("one\n")
-    info = load(write(tmp_path / "config", kubeconfig({"server": "https://k"}, {"tokenFile": "token"})))
+    info = load_kubeconfig(
+        write(tmp_path / "config", kubeconfig({"server": "https://k"}, {"tokenFile": "token"}))
+    )
     assert info.auth_headers() == {"Authorization": "Bearer one"}
     (tmp_path / "token").write_text("two\n")
     assert info.auth_headers() == {"Authorization": "Bearer one"}  # cached for a minute
@@ -137,7 +138,7 @@ def test_files_merge_first_definition_wins(tmp_path: Path) -> None:
     second = write(
         tmp_path / "b", kubeconfig({"server": "https://second"}, {"token": "b"}, name="x", current="x")
     )
-    info = load(f"{first}:{tmp_path / 'missing'}:{second}")
+    info = load_kubeconfig(f"{first}:{tmp_path / 'missing'}:{second}")
     assert info.server == "https://first" and info.auth_headers()["Authorization"] == "Bearer a"
 
 
@@ -166,7 +167,7 @@ def test_bad_kubeconfig_names_the_problem(
     tmp_path: Path, config: dict, context: str | None, message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        load(write(tmp_path / "config", config), context=context)
+        load_kubeconfig(write(tmp_path / "config", config), context=context)
 
 
 def test_exec_plugin_runs_through_the_kubernetes_package(tmp_path: Path) -> None:
@@ -185,7 +186,7 @@ def test_exec_plugin_runs_through_the_kubernetes_package(tmp_path: Path) -> None
             "interactiveMode": "Never",
         }
     }
-    info = load(write(tmp_path / "config", kubeconfig({"server": "https://k"}, user)))
+    info = load_kubeconfig(write(tmp_path / "config", kubeconfig({"server": "https://k"}, user)))
     assert info.auth_headers() == {"Authorization": "Bearer from-plugin"}
 
 
@@ -244,6 +245,6 @@ def test_kubeconfig_of_the_dev_cluster_shape(tmp_path: Path, certs: pki.Pki) -> 
         tmp_path / "kubeconfig",
         dev_kubeconfig.build("https://127.0.0.1:6443", certs.ca_cert.read_bytes(), "tok"),
     )
-    info = load(path)
+    info = load_kubeconfig(path)
     assert (info.server, info.auth_headers()) == ("https://127.0.0.1:6443", {"Authorization": "Bearer tok"})
     assert json.dumps(info.source)  # printable
