@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,10 +95,6 @@ class LabelSelector:
         return not self.requirements
 
 
-def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
-    return selector is not None and selector.matches(labels)
-
-
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
     expressions: tuple[Requirement, ...]
@@ -148,18 +144,6 @@ class NodeSelector:
 class PreferredTerm:
     weight: int
     term: NodeSelectorTerm
-
-
-def parse_preferred(raw: Sequence[Mapping[str, Any]] | None) -> tuple[PreferredTerm, ...]:
-    """Preferred scheduling terms; zero-weight and empty terms are dropped as upstream does."""
-    out = []
-    for item in raw or ():
-        weight = int(item.get("weight") or 0)
-        term = NodeSelectorTerm.parse(item.get("preference") or {})
-        if weight == 0 or term.empty:
-            continue
-        out.append(PreferredTerm(weight, term))
-    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,8 +75,5 @@ class GroupMembersIndex:
         """Every (namespace, group name) with at least one pod."""
         return list(self._groups)
 
-    def group_of(self, uid: str) -> _Group | None:
-        return self._of.get(uid)
-
     def __len__(self) -> int:
         return len(self._of)

@@ -861,12 +861,6 @@ class Framework:
             except Exception:  # informational: a failing post-bind does not undo the binding
                 continue
 
-    def has_filter_or_score(self) -> bool:
-        return bool(self.score)
-
-    def plugins_at(self, kind: type[P]) -> list[P]:
-        return [p for p in self.plugins.values() if isinstance(p, kind)]
-
     def describe(self) -> dict[str, Any]:
         """The effective configuration, by extension point (for status and logs)."""
         points: dict[str, list[Any]] = {
