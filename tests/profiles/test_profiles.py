@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fake_api import FakeAPI
 
 from kopf_scheduler.api import crd
 from kopf_scheduler.api.profile import parse_profile, schema_errors
@@ -16,11 +17,6 @@ from kopf_scheduler.plugins.registry import new_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PROFILE_FILES = sorted((ROOT / "profiles").glob("*.yaml"))
-
-
-class _NoClient:
-    async def bind(self, pod: object, node_name: str) -> None:
-        raise AssertionError("not used")
 
 
 def test_there_are_profiles() -> None:
@@ -35,7 +31,9 @@ def test_profile_validates_and_builds(path: Path) -> None:
         assert doc["kind"] == "SchedulingProfile"
         assert schema_errors(doc["spec"]) == []
         spec = parse_profile(doc)
-        framework = build_framework(spec, new_registry(autoload=False), default_plugins(), _NoClient())
+        framework = build_framework(
+            spec, new_registry(autoload=False), default_plugins(), FakeAPI(strict=True)
+        )
         assert framework.profile_name == doc["spec"]["schedulerName"]
         assert framework.bind, "a profile must bind pods"
 

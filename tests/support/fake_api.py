@@ -18,10 +18,13 @@ parameters, the pod a ``ClusterClient`` call was about, and the answer once give
 per method and path (``script``): a status and body, a delay, a hold until an event is set, a dropped
 connection or a timeout (``DROPPED``, ``TIMED_OUT``: status 0 with the error ``RestClient`` reports, as it
 never raises), or a function of the request; each for the next ``times`` matching requests, or for all
-(``times=None``). Scripts are tried in the order they were given; what none answers, ``fallback`` does
-(by default 201 ``{}`` to a POST and 200 ``{}`` to anything else; a test with a server's state, such as a
-Lease store, passes its own), unless ``strict`` makes an unscripted request fail the test. While ``down``
-is set, every request gets that answer instead (an outage).
+(``times=None``). Scripts are tried in the order they were given. A hold or a delay without a status of
+its own (``hold``, ``held``) passes the request on, once it is over, to the scripts given after it (also
+those given while the request was held) or to ``fallback``: a test can hold a binding, then decide what
+it is answered. What no script answers, ``fallback`` does (by default 201 ``{}`` to a POST and 200 ``{}``
+to anything else; a test with a server's state, such as a Lease store, passes its own), unless
+``strict`` makes an unscripted request fail the test. While ``down`` is set, every request gets that
+answer instead (an outage).
 
 The reporting calls (``record_scheduled``, ``record_failure``, ``clear_nominated_node_name``) are
 fire-and-forget in the product: they are recorded, never answered, and never raise. ``record_failure`` is
@@ -89,7 +92,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Answer:
-    """What a scripted request gets. ``status`` None: what ``fallback`` answers (after the wait)."""
+    """What a scripted request gets. ``status`` None (and no ``drop``): after the wait, what the scripts
+    given after this one answer, or ``fallback``."""
 
     status: int | None = None
     body: bytes = b"{}"
@@ -120,7 +124,7 @@ def json_answer(obj: Any, code: int = 200) -> Answer:
 
 
 def held(event: asyncio.Event, then: Answer | None = None) -> Answer:
-    """``then`` (by default what ``fallback`` answers) once ``event`` is set."""
+    """``then`` once ``event`` is set; without ``then``, what the later scripts or ``fallback`` answer."""
     return replace(then or Answer(), until=event)
 
 
@@ -185,8 +189,8 @@ class FakeAPI:
         return self
 
     def hold(self, method: str | None = None, path: str | None = None) -> asyncio.Event:
-        """Holds every matching request (answered as ``fallback`` answers) until the event returned is
-        set."""
+        """Holds every matching request until the event returned is set; then the scripts given after
+        this (also while it held) or ``fallback`` answer it."""
         gate = asyncio.Event()
         self.script(method, path, held(gate), times=None)
         return gate
@@ -337,33 +341,47 @@ class FakeAPI:
 
     async def _send(self, request: Request) -> Response:
         self._record(request)
-        reply = self.down if self.down is not None else self._scripted(request)
+        reply: Answer | Response | None = self.down
+        if reply is None:
+            scripted, at = self._scripted(request, 0)
+            while True:
+                reply = scripted(request) if callable(scripted) else scripted
+                if not (isinstance(reply, Answer) and reply.status is None and not reply.drop):
+                    break
+                # a hold or a delay without an answer of its own passes the request on, once over, to
+                # the scripts given after it (perhaps meanwhile), or to fallback
+                await self._wait(reply)
+                scripted, at = self._scripted(request, at + 1, strict=False)
         if isinstance(reply, Answer):
-            if reply.until is not None:
-                await reply.until.wait()
-            if reply.delay > 0:
-                await (self._sleep or asyncio.sleep)(reply.delay)
+            await self._wait(reply)
         response = self._answer(request, reply)
         request.response = response
         self.stats.requests[(request.method, response.status)] += 1
         return response
 
-    def _scripted(self, request: Request) -> Reply | None:
-        for rule in self._rules:
+    async def _wait(self, answer: Answer) -> None:
+        if answer.until is not None:
+            await answer.until.wait()
+        if answer.delay > 0:
+            await (self._sleep or asyncio.sleep)(answer.delay)
+
+    def _scripted(self, request: Request, start: int, *, strict: bool = True) -> tuple[Reply | None, int]:
+        """The reply of the first script from ``start`` on that matches, and its index (its count of
+        requests to answer taken one off)."""
+        for at in range(start, len(self._rules)):
+            rule = self._rules[at]
             if rule.matches(request.method, request.path):
                 if rule.left is not None:
                     rule.left -= 1
-                return rule.reply
-        if self.strict:
+                return rule.reply, at
+        if self.strict and strict:
             raise AssertionError(f"unexpected {request.method} {request.path}")
-        return None
+        return None, len(self._rules)
 
-    def _answer(self, request: Request, reply: Reply | None) -> Response:
-        if callable(reply):
-            reply = reply(request)
+    def _answer(self, request: Request, reply: Answer | Response | None) -> Response:
         if isinstance(reply, Response):
             return reply
-        if reply is None or (reply.status is None and not reply.drop):
+        if reply is None:
             return self.fallback(request)
         if reply.drop == "timeout":
             return Response(0, error=f"{request.method} {request.path}: timed out")

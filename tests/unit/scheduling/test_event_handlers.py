@@ -6,15 +6,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from recording_client import RecordingClient
+from fake_api import FakeAPI
 
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.testing import make_node, make_pod
 
 
-def _scheduler() -> tuple[Scheduler, RecordingClient]:
-    client = RecordingClient()
+def _scheduler() -> tuple[Scheduler, FakeAPI]:
+    client = FakeAPI()
     scheduler = Scheduler(client)
     scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))
     scheduler.add_node(make_node().name("n1").obj())

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from fake_api import FakeAPI
 
 from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.backend.queue import GATED
@@ -24,26 +25,35 @@ PROFILE = Path(__file__).resolve().parents[3] / "profiles" / "gang-scheduling.ya
 GANG = "kopf-scheduler-gang"
 
 
-class _Client:
+class _GangAPI(FakeAPI):
+    """The fake API server, also counting at each binding how many members of the pod's gang the
+    scheduler's cache holds (assumed or bound) at that moment: what "bound only once every member is
+    assumed" is about, and only the moment of the binding shows it."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.scheduler: Scheduler | None = None
-        self.bound: list[str] = []
-        #: for each bind: how many members of its gang the cache held (assumed or bound) at that moment
         self.held_at_bind: list[int] = []
-        #: every FailedScheduling message, by pod
-        self.failures: dict[str, list[str]] = {}
 
     async def bind(self, pod: PodInfo, node_name: str) -> None:
         assert self.scheduler is not None
         group = pod.labels.get(POD_GROUP_LABEL, "")
         members = self.scheduler.group_members.members(pod.namespace, group) if group else [pod]
         self.held_at_bind.append(sum(1 for m in members if self.scheduler.cache.get_pod(m.uid)))
-        self.bound.append(pod.name)
+        await super().bind(pod, node_name)
 
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
 
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
-        self.failures.setdefault(pod.name, []).append(message)
+def _bound(api: FakeAPI) -> list[str]:
+    """The names of the pods bound, in order."""
+    return [key.partition("/")[2] for key, _ in api.bound]
+
+
+def _failures(api: FakeAPI) -> dict[str, list[str]]:
+    """Every FailedScheduling message, by pod name."""
+    out: dict[str, list[str]] = {}
+    for key, _, message in api.failures:
+        out.setdefault(key.partition("/")[2], []).append(message)
+    return out
 
 
 def on_one_node(reason: str) -> str:
@@ -51,8 +61,8 @@ def on_one_node(reason: str) -> str:
     return f"0/1 nodes are available: 1 {reason}."
 
 
-def _scheduler(args: dict[str, Any] | None = None) -> tuple[Scheduler, _Client, VirtualClock]:
-    client, clock = _Client(), VirtualClock()
+def _scheduler(args: dict[str, Any] | None = None) -> tuple[Scheduler, _GangAPI, VirtualClock]:
+    client, clock = _GangAPI(), VirtualClock()
     scheduler = Scheduler(client, clock=clock)
     client.scheduler = scheduler
     doc = yaml.safe_load(PROFILE.read_text())
@@ -93,7 +103,7 @@ async def test_a_gang_is_bound_only_once_every_member_is_assumed() -> None:
     for i in range(4):
         scheduler.add_pod(_member(f"w{i}", "train"))
     await _run(scheduler)
-    assert sorted(client.bound) == ["w0", "w1", "w2", "w3"]
+    assert sorted(_bound(client)) == ["w0", "w1", "w2", "w3"]
     assert client.held_at_bind == [4, 4, 4, 4]
 
 
@@ -105,10 +115,10 @@ async def test_members_wait_out_of_the_queue_until_min_member_pods_exist() -> No
         scheduler.add_pod(_member(f"w{i}", "train"))
     await _run(scheduler)
     assert [scheduler.queue.location(f"w{i}") for i in range(2)] == [GATED, GATED]
-    assert client.bound == [] and client.failures == {}  # held back, never attempted
+    assert _bound(client) == [] and _failures(client) == {}  # held back, never attempted
     scheduler.add_pod(_member("w2", "train"))  # the third member arrives
     await _run(scheduler)
-    assert sorted(client.bound) == ["w0", "w1", "w2"]
+    assert sorted(_bound(client)) == ["w0", "w1", "w2"]
 
 
 async def test_a_gang_where_only_three_fit_binds_none_until_a_node_is_added() -> None:
@@ -118,9 +128,9 @@ async def test_a_gang_where_only_three_fit_binds_none_until_a_node_is_added() ->
     for i in range(4):
         scheduler.add_pod(_member(f"w{i}", "train"))
     await _run(scheduler)
-    assert client.bound == []
+    assert _bound(client) == []
     # the member that fits nowhere rejects the gang; the waiting ones are released
-    messages = [m for i in range(4) for m in client.failures.get(f"w{i}", ())]
+    messages = [m for i in range(4) for m in _failures(client).get(f"w{i}", ())]
     gang_rejected = {
         gang_rejected_message("default/train", PodInfo(_member(f"w{i}", "train"))) for i in range(4)
     }
@@ -132,7 +142,7 @@ async def test_a_gang_where_only_three_fit_binds_none_until_a_node_is_added() ->
         clock.advance(10.0)
         scheduler.queue.flush_due()
     await _run(scheduler)
-    assert sorted(client.bound) == ["w0", "w1", "w2", "w3"]
+    assert sorted(_bound(client)) == ["w0", "w1", "w2", "w3"]
     assert client.held_at_bind == [4, 4, 4, 4]
 
 
@@ -147,16 +157,16 @@ async def test_a_timed_out_gang_releases_its_room_for_another_pod() -> None:
     assert len(scheduler.cache.pods()) == 3  # three members assumed, waiting for the fourth
     scheduler.add_pod(make_pod().name("other").uid("other").scheduler_name(GANG).req(cpu="3").obj())
     await _run(scheduler)
-    assert client.bound == [] and "Insufficient cpu" in client.failures["other"][0]
+    assert _bound(client) == [] and "Insufficient cpu" in _failures(client)["other"][0]
     clock.advance(10.0)
     await _run(scheduler)
     timed_out = on_one_node("rejected due to timeout after waiting 10s at plugin Coscheduling")
-    assert any(timed_out in client.failures.get(f"w{i}", ()) for i in range(3))
+    assert any(timed_out in _failures(client).get(f"w{i}", ()) for i in range(3))
     for _ in range(3):
         clock.advance(10.0)
         scheduler.queue.flush_due()
         await _run(scheduler)
-    assert client.bound == ["other"]
+    assert _bound(client) == ["other"]
 
 
 async def test_minresources_the_cluster_cannot_hold_are_refused_at_pre_filter() -> None:
@@ -166,8 +176,8 @@ async def test_minresources_the_cluster_cannot_hold_are_refused_at_pre_filter() 
     for i in range(2):
         scheduler.add_pod(_member(f"w{i}", "train"))
     await _run(scheduler)
-    assert client.bound == []
-    message = client.failures["w0"][0]
+    assert _bound(client) == []
+    message = _failures(client)["w0"][0]
     assert message.startswith("0/1 nodes are available: resource gap: map[cpu:12]."), message
 
 

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 import pytest
+from fake_api import FakeAPI
 
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.backend.queue import BACKOFF
@@ -20,22 +21,8 @@ from kopf_scheduler.testing import VirtualClock, make_node, make_pod
 PROFILE = "kopf-scheduler"
 
 
-class _Client:
-    def __init__(self) -> None:
-        self.bound: list[tuple[str, str]] = []
-        self.failures: list[tuple[str, str, str, str | None]] = []
-
-    async def bind(self, pod: PodInfo, node_name: str) -> None:
-        self.bound.append((pod.key, node_name))
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
-        self.failures.append((pod.key, reason, message, nominated))
-
-
-def _scheduler(*nodes: str) -> tuple[Scheduler, _Client]:
-    client = _Client()
+def _scheduler(*nodes: str) -> tuple[Scheduler, FakeAPI]:
+    client = FakeAPI()
     scheduler = Scheduler(client)
     scheduler.set_profile(ProfileSpec(scheduler_name=PROFILE))
     for name in nodes:
@@ -65,7 +52,8 @@ def test_no_nodes_is_upstreams_error_without_post_filter(caplog: pytest.LogCaptu
     with caplog.at_level(logging.DEBUG, logger="kopf_scheduler"):
         qp = _attempt(scheduler, pod)
     # Unschedulable (the condition's reason), the bare message, the nomination cleared
-    assert client.failures == [("default/p", "Unschedulable", "no nodes available to schedule pods", "")]
+    assert client.failures == [("default/p", "Unschedulable", "no nodes available to schedule pods")]
+    assert client.nominated == [("default/p", "")]
     # no plugin rejected the pod: it retries after backoff rather than waiting for an event
     assert qp.unschedulable_plugins == set() and qp.pending_plugins == set()
     assert not qp.last_failure_was_error
@@ -75,7 +63,7 @@ def test_no_nodes_is_upstreams_error_without_post_filter(caplog: pytest.LogCaptu
 
 async def test_the_pod_retries_after_backoff_and_takes_a_node_added_meanwhile() -> None:
     clock = VirtualClock()
-    client = _Client()
+    client = FakeAPI()
     scheduler = Scheduler(client, clock=clock)
     scheduler.set_profile(ProfileSpec(scheduler_name=PROFILE))
     _attempt(scheduler, make_pod().name("p").scheduler_name(PROFILE).obj())
@@ -145,6 +133,7 @@ def test_pre_filter_rejection_message_and_rejecting_plugins(
     framework.pre_filter = list(plugins)
     framework.post_filter = []
     qp = _attempt(scheduler, make_pod().name("p").scheduler_name(PROFILE).obj())
-    assert client.failures == [("default/p", "Unschedulable", message, None)]
+    assert client.failures == [("default/p", "Unschedulable", message)]
+    assert client.nominated == []  # the nomination left as it was
     assert qp.unschedulable_plugins == rejectors
     assert "".join(p.name for p in plugins if p.ran) == ran

@@ -16,10 +16,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from fake_api import DROPPED, Answer, FakeAPI
+from fake_api import status as api_status
 
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.backend.queue import BACKOFF, UNSCHEDULABLE
-from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.interface import PermitPlugin, ReservePlugin
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -28,34 +29,6 @@ from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.testing import VirtualClock, make_node, make_pod
 
 PROFILE = "kopf-scheduler"
-
-
-class _API:
-    """The API server's side of the scheduler's client: binding answers scripted per pod, and a gate
-    that holds every binding POST until the test opens it."""
-
-    def __init__(self) -> None:
-        self.bind_errors: dict[str, APIError] = {}
-        self.gate: asyncio.Event | None = None
-        self.bind_calls: list[tuple[str, str]] = []
-        self.scheduled: list[tuple[str, str]] = []
-        self.failures: list[tuple[str, str, str]] = []
-
-    async def bind(self, pod: PodInfo, node_name: str) -> None:
-        self.bind_calls.append((pod.name, node_name))
-        if self.gate is not None:
-            await self.gate.wait()
-        failure = self.bind_errors.pop(pod.name, None)
-        if failure is not None:
-            raise failure
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None:
-        self.scheduled.append((pod.name, node_name))
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
-        self.failures.append((pod.name, reason, message))
-
-    def clear_nominated_node_name(self, pod: PodInfo) -> None: ...
 
 
 class _Reserve(ReservePlugin):
@@ -82,8 +55,8 @@ class _Permit(PermitPlugin):
         return (self.status, self.timeout) if pod.name == "p" else (None, 0.0)
 
 
-def _setup() -> tuple[Scheduler, _API, VirtualClock]:
-    api, clock = _API(), VirtualClock()
+def _setup() -> tuple[Scheduler, FakeAPI, VirtualClock]:
+    api, clock = FakeAPI(), VirtualClock()
     scheduler = Scheduler(api, clock=clock)
     scheduler.set_profile(ProfileSpec(scheduler_name=PROFILE))
     scheduler.add_node(make_node().name("n1").capacity(cpu="2", memory="8Gi", pods=10).obj())
@@ -95,6 +68,12 @@ def _pod(name: str, cpu: str, priority: int) -> dict[str, Any]:
 
 
 P, Q = _pod("p", "2", 10), _pod("q", "1", 0)
+BINDING_OF_P = "/api/v1/namespaces/default/pods/p/binding"
+
+
+def _answer(code: int, message: str) -> Answer:
+    """The binding's answer: a Status with ``code``, or no answer at all (0)."""
+    return DROPPED if code == 0 else api_status(code, message)
 
 
 def _cpu(scheduler: Scheduler) -> int:
@@ -123,34 +102,38 @@ def _add_to_profile(scheduler: Scheduler, reserve: list[Any] = (), permit: list[
 
 # -- binding -------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    "status", [pytest.param(404, id="pod-deleted"), pytest.param(409, id="pod-bound-elsewhere")]
+    "code", [pytest.param(404, id="pod-deleted"), pytest.param(409, id="pod-bound-elsewhere")]
 )
 async def test_a_binding_finding_the_pod_gone_or_bound_forgets_it_frees_its_room_and_does_not_retry(
-    status: int,
+    code: int,
 ) -> None:
     scheduler, api, _ = _setup()
-    api.bind_errors["p"] = APIError(status, "the answer")
+    api.script("POST", BINDING_OF_P, _answer(code, "the answer"))
     _try_both(scheduler)
     assert scheduler.cache.is_assumed("p") and _cpu(scheduler) == 2000
     assert scheduler.queue.location("q") == UNSCHEDULABLE  # no room while p holds the node
     await scheduler.wait_for_bindings()
-    assert api.bind_calls == [("p", "n1")]
+    assert api.bind_attempts() == [("default/p", "n1")]
     assert scheduler.cache.get_pod("p") is None and _cpu(scheduler) == 0  # forgotten, its room freed
     assert scheduler.queue.location("p") is None  # nothing to retry: the pod is gone or bound already
     assert scheduler.binding_conflicts == 1
-    assert [f for f in api.failures if f[0] == "p"] == []
+    assert [f for f in api.failures if f[0] == "default/p"] == []
     assert api.scheduled == []
     assert scheduler.queue.location("q") == BACKOFF  # the freed room is an assigned pod's deletion for q
 
 
 async def test_a_binding_failing_otherwise_forgets_the_pod_and_retries_it_after_backoff() -> None:
     scheduler, api, clock = _setup()
-    api.bind_errors["p"] = APIError(500, "etcdserver: request timed out")
+    api.script("POST", BINDING_OF_P, api_status(500, "etcdserver: request timed out"))
     _try_both(scheduler)
     await scheduler.wait_for_bindings()
     assert scheduler.cache.get_pod("p") is None and _cpu(scheduler) == 0
     assert scheduler.binding_conflicts == 0
-    assert ("p", "SchedulerError", "500: etcdserver: request timed out") in api.failures
+    assert (
+        "default/p",
+        "SchedulerError",
+        "500: binding default/p to n1: etcdserver: request timed out",
+    ) in api.failures
     assert scheduler.queue.location("p") == BACKOFF
     assert scheduler.queue.location("q") == BACKOFF
     # with activeQ empty a rejected pod may leave backoffQ early (upstream's SchedulerPopFromBackoffQ);
@@ -166,7 +149,7 @@ async def test_a_binding_failing_otherwise_forgets_the_pod_and_retries_it_after_
     assert qp is not None and qp.pod.name == "p"
     scheduler.schedule_one(qp)
     await scheduler.wait_for_bindings()
-    assert api.scheduled == [("p", "n1")]
+    assert api.scheduled == [("default/p", "n1")]
     assert (
         scheduler.cache.is_assumed("p") and _cpu(scheduler) == 2000
     )  # bound, assumed until the watch shows it
@@ -215,8 +198,8 @@ async def test_a_failed_reserve_unreserves_every_plugin_forgets_the_pod_and_requ
         ("Counter", "unreserve", "p", "n1"),
     ]
     assert scheduler.cache.get_pod("p") is None and _cpu(scheduler) == 0
-    assert api.bind_calls == []
-    assert api.failures == [("p", reason, message)]
+    assert api.bind_attempts() == []
+    assert api.failures == [("default/p", reason, message)]
     assert scheduler.queue.location("p") == where
     assert qp.unschedulable_plugins == rejectors
 
@@ -253,10 +236,10 @@ async def test_a_failed_permit_unreserves_forgets_the_pod_and_requeues_it(
         ("Counter", "unreserve", "p", "n1"),
     ]
     assert scheduler.cache.get_pod("p") is None
-    assert ("p", reason, message) in api.failures
+    assert ("default/p", reason, message) in api.failures
     assert scheduler.queue.location("p") == where
     # q was tried after p was forgotten: it found the room and was bound
-    assert api.bind_calls == [("q", "n1")] and _cpu(scheduler) == 1000
+    assert api.bind_attempts() == [("default/q", "n1")] and _cpu(scheduler) == 1000
 
 
 async def test_a_pod_deleted_while_waiting_at_permit_is_released_and_its_room_freed() -> None:
@@ -273,7 +256,7 @@ async def test_a_pod_deleted_while_waiting_at_permit_is_released_and_its_room_fr
     scheduler.delete_pod(P)
     await scheduler.wait_for_bindings()
     assert framework.waiting_pods.all() == []
-    assert api.bind_calls == []
+    assert api.bind_attempts() == []
     assert ("Counter", "unreserve", "p", "n1") in log
     assert scheduler.cache.get_pod("p") is None and _cpu(scheduler) == 0
     assert scheduler.queue.location("p") is None  # deleted: never retried
@@ -285,50 +268,50 @@ def _bound(raw: dict[str, Any], node: str) -> dict[str, Any]:
     return {**raw, "spec": {**raw["spec"], "nodeName": node}}
 
 
-async def _start_binding(scheduler: Scheduler, api: _API) -> None:
-    api.gate = asyncio.Event()
+async def _start_binding(scheduler: Scheduler, api: FakeAPI) -> asyncio.Event:
+    """``p``'s binding sent and held until the event returned is set; its answer is what is scripted for
+    it by then (201 if nothing is)."""
+    gate = api.hold("POST", "*/binding")
     scheduler.add_pod(P)
     qp = scheduler.queue.pop_nowait()
     assert qp is not None
     scheduler.schedule_one(qp)
     for _ in range(5):  # the binding POST is sent and held at the gate
         await asyncio.sleep(0)
-    assert api.bind_calls == [("p", "n1")] and scheduler.cache.is_assumed("p")
+    assert api.bind_attempts() == [("default/p", "n1")] and scheduler.cache.is_assumed("p")
+    return gate
 
 
 async def test_an_assumed_pod_seen_bound_to_its_node_is_counted_once() -> None:
     scheduler, api, _ = _setup()
-    await _start_binding(scheduler, api)
+    gate = await _start_binding(scheduler, api)
     scheduler.update_pod(P, _bound(P, "n1"))  # the watch shows the binding before its answer comes
     assert not scheduler.cache.is_assumed("p") and _cpu(scheduler) == 2000
-    assert api.gate is not None
-    api.gate.set()
+    gate.set()
     await scheduler.wait_for_bindings()
-    assert api.scheduled == [("p", "n1")]
+    assert api.scheduled == [("default/p", "n1")]
     assert scheduler.cache.pod_count() == 1 and _cpu(scheduler) == 2000
 
 
 async def test_an_assumed_pod_seen_pending_again_stays_assumed_and_out_of_the_queue() -> None:
     scheduler, api, _ = _setup()
-    await _start_binding(scheduler, api)
+    gate = await _start_binding(scheduler, api)
     relabelled = {**P, "metadata": {**P["metadata"], "labels": {"touched": "yes"}}}
     scheduler.update_pod(P, relabelled)  # an update from before the binding: no nodeName yet
     assert scheduler.cache.is_assumed("p") and _cpu(scheduler) == 2000
     assert "p" not in scheduler.queue  # not tried a second time while its binding is in flight
-    assert api.gate is not None
-    api.gate.set()
+    gate.set()
     await scheduler.wait_for_bindings()
-    assert api.scheduled == [("p", "n1")]
+    assert api.scheduled == [("default/p", "n1")]
 
 
 async def test_an_assumed_pod_deleted_during_its_binding_is_freed_once() -> None:
     scheduler, api, _ = _setup()
-    await _start_binding(scheduler, api)
-    api.bind_errors["p"] = APIError(404, 'pods "p" not found')
+    gate = await _start_binding(scheduler, api)
+    api.script("POST", BINDING_OF_P, api_status(404, 'pods "p" not found'))
     scheduler.delete_pod(P)
     assert scheduler.cache.get_pod("p") is None and _cpu(scheduler) == 0
-    assert api.gate is not None
-    api.gate.set()
+    gate.set()
     await scheduler.wait_for_bindings()
     assert scheduler.cache.pod_count() == 0 and _cpu(scheduler) == 0  # not freed a second time
     assert scheduler.queue.location("p") is None
@@ -336,7 +319,7 @@ async def test_an_assumed_pod_deleted_during_its_binding_is_freed_once() -> None
 
 
 @pytest.mark.parametrize(
-    ("status", "conflicts", "reported"),
+    ("code", "conflicts", "reported"),
     [
         pytest.param(409, 1, False, id="conflict"),
         # the POST timed out but went through: the watch already showed the pod bound
@@ -344,20 +327,19 @@ async def test_an_assumed_pod_deleted_during_its_binding_is_freed_once() -> None
     ],
 )
 async def test_a_binding_failing_after_the_watch_showed_the_pod_bound_keeps_it_bound(
-    status: int, conflicts: int, reported: bool
+    code: int, conflicts: int, reported: bool
 ) -> None:
     """As upstream's ``handleBindingCycleError``: the pod is no longer assumed, so forgetting it fails;
     the cache keeps the bound pod, and the failure ends the attempt without a retry."""
     scheduler, api, _ = _setup()
-    await _start_binding(scheduler, api)
-    api.bind_errors["p"] = APIError(status, "the answer")
+    gate = await _start_binding(scheduler, api)
+    api.script("POST", BINDING_OF_P, _answer(code, "the answer"))
     scheduler.update_pod(P, _bound(P, "n1"))
-    assert api.gate is not None
-    api.gate.set()
+    gate.set()
     await asyncio.wait_for(scheduler.wait_for_bindings(), 5)
     assert not scheduler.cache.is_assumed("p") and scheduler.cache.get_pod("p") is not None
     assert _cpu(scheduler) == 2000
     assert scheduler.queue.location("p") is None
     assert scheduler.binding_conflicts == conflicts
-    assert any(f[0] == "p" for f in api.failures) is reported
+    assert any(f[0] == "default/p" for f in api.failures) is reported
     assert api.scheduled == []

@@ -6,56 +6,47 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+import json
+from collections.abc import Callable
 from typing import Any
 
+from fake_api import FakeAPI, Request
+
 from kopf_scheduler.api.profile import ProfileSpec
-from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES
-from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.k8s.rest import Response
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.testing import make_node, make_pod
 
 HOSTNAME = "kubernetes.io/hostname"
 
 
-class _Client:
-    """Binds pods; PUTs land in the scheduler's stores with a new resourceVersion, as a watch echoes."""
+def _stored_as_a_watch_echoes(scheduler: Scheduler) -> Callable[[Request], Response]:
+    """The API server's side of a PUT: a stale resourceVersion gets 409; otherwise the object is stored
+    with a new resourceVersion and lands in the scheduler's stores, as its watch would bring it."""
+    versions = iter(range(101, 1_000_000))
 
-    def __init__(self) -> None:
-        self.scheduler: Scheduler | None = None
-        self.bound: list[tuple[str, str]] = []
-        self.failures: list[tuple[str, str, str]] = []
-        self.version = 100
-
-    async def bind(self, pod: PodInfo, node_name: str) -> None:
-        self.bound.append((pod.key, node_name))
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
-        self.failures.append((pod.key, reason, message))
-
-    async def update_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-        assert self.scheduler is not None
-        kind = PERSISTENT_VOLUMES if "/persistentvolumes/" in path else PERSISTENT_VOLUME_CLAIMS
-        current = self.scheduler.objects.store(kind).get(
+    def put(request: Request) -> Response:
+        obj = request.body
+        kind = PERSISTENT_VOLUMES if "/persistentvolumes/" in request.path else PERSISTENT_VOLUME_CLAIMS
+        current = scheduler.objects.store(kind).get(
             obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
         )
         if current is None or current.resource_version != obj["metadata"]["resourceVersion"]:
-            raise APIError(409, "conflict")
-        self.version += 1
+            return Response(409, json.dumps({"kind": "Status", "message": "conflict"}).encode())
         stored = copy.deepcopy(dict(obj))
-        stored["metadata"]["resourceVersion"] = str(self.version)
-        self.scheduler.update_object(kind, stored)
-        return stored
+        stored["metadata"]["resourceVersion"] = str(next(versions))
+        scheduler.update_object(kind, stored)
+        return Response(200, json.dumps(stored).encode())
+
+    return put
 
 
-def _setup() -> tuple[Scheduler, _Client, VirtualClock, dict[str, Any]]:
-    client, clock = _Client(), VirtualClock()
-    scheduler = Scheduler(client, clock=clock)  # type: ignore[arg-type]
-    client.scheduler = scheduler
+def _setup() -> tuple[Scheduler, FakeAPI, VirtualClock, dict[str, Any]]:
+    client, clock = FakeAPI(), VirtualClock()
+    scheduler = Scheduler(client, clock=clock)
+    client.script("PUT", None, _stored_as_a_watch_echoes(scheduler), times=None)
     scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))
     scheduler.update_object(
         STORAGE_CLASSES,

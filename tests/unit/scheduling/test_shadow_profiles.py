@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recording_client import RecordingClient
+from fake_api import FakeAPI
 
 from kopf_scheduler.api.bounds import ProfileBounds
 from kopf_scheduler.api.profile import ProfileSpec, parse_profile
@@ -16,8 +16,8 @@ from kopf_scheduler.service.metrics import SchedulerMetrics
 from kopf_scheduler.testing import make_node, make_pod
 
 
-def _shadowing() -> tuple[Scheduler, RecordingClient, list[ShadowDecision]]:
-    client = RecordingClient()
+def _shadowing() -> tuple[Scheduler, FakeAPI, list[ShadowDecision]]:
+    client = FakeAPI()
     scheduler = Scheduler(client)
     scheduler.set_profile(
         parse_profile({"schedulerName": "default-scheduler", "shadow": True}, ProfileBounds())
@@ -41,7 +41,7 @@ async def test_pods_of_a_shadow_profile_are_never_queued_or_bound() -> None:
     scheduler.add_pod(make_pod().name("p").scheduler_name("default-scheduler").obj())
     assert scheduler.queue.pop_nowait() is None
     await scheduler.wait_for_bindings()
-    assert client.bound == [] and client.failures == []
+    assert client.requests == []  # nothing sent: no binding, no report
 
 
 def test_verdicts_on_another_schedulers_bindings() -> None:
@@ -91,7 +91,7 @@ def test_the_metric_counts_verdicts_per_profile() -> None:
 
 
 async def test_run_shadow_makes_every_profile_a_shadow_and_a_pod_bound_before_is_not_judged() -> None:
-    client = RecordingClient()
+    client = FakeAPI()
     scheduler = Scheduler(client)
     scheduler.shadow_all = True
     scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))

@@ -5,30 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from fake_api import FakeAPI
+
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.objects import CSI_NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
-from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.testing import make_node, make_pod
 
 
-class _Client:
-    def __init__(self) -> None:
-        self.bound: list[tuple[str, str]] = []
-        self.failures: list[str] = []
-
-    async def bind(self, pod: PodInfo, node_name: str) -> None:
-        self.bound.append((pod.key, node_name))
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None:
-        self.failures.append(message)
-
-
-def _scheduler(*nodes: dict[str, Any]) -> tuple[Scheduler, _Client, VirtualClock]:
-    client, clock = _Client(), VirtualClock()
+def _scheduler(*nodes: dict[str, Any]) -> tuple[Scheduler, FakeAPI, VirtualClock]:
+    client, clock = FakeAPI(), VirtualClock()
     scheduler = Scheduler(client, clock=clock)
     scheduler.set_profile(ProfileSpec(scheduler_name="default-scheduler"))
     for node in nodes or (make_node().name("n1").obj(),):
@@ -72,7 +59,8 @@ async def test_a_created_claim_requeues_only_the_pods_that_use_it() -> None:
     scheduler.add_pod(waiting)
     scheduler.add_pod(other)
     await _drain(scheduler)
-    assert client.failures[0].startswith('0/1 nodes are available: persistentvolumeclaim "data" not found.')
+    (_, _, message), *_ = client.failures
+    assert message.startswith('0/1 nodes are available: persistentvolumeclaim "data" not found.')
     assert scheduler.queue.location(waiting["metadata"]["uid"]) == "unschedulable"
     scheduler.update_object(PERSISTENT_VOLUME_CLAIMS, _claim("data", "pv-data"))
     assert scheduler.queue.location(waiting["metadata"]["uid"]) in ("active", "backoff")
@@ -87,7 +75,8 @@ async def test_a_volume_relabelled_into_the_nodes_zone_lets_the_pod_in() -> None
     pod = _pod("p", "data")
     scheduler.add_pod(pod)
     await _drain(scheduler)
-    assert client.failures[-1].startswith("0/1 nodes are available: 1 node(s) had no available volume zone.")
+    *_, (_, _, message) = client.failures
+    assert message.startswith("0/1 nodes are available: 1 node(s) had no available volume zone.")
     uid = pod["metadata"]["uid"]
     scheduler.update_object(PERSISTENT_VOLUMES, {**_csi_volume("pv-data", "data", {zone: "b"}), "x": 1})
     assert scheduler.queue.location(uid) == "unschedulable"  # labels unchanged: skipped
@@ -113,7 +102,8 @@ async def test_a_raised_csi_limit_requeues_a_pod_that_exceeded_it() -> None:
     pod = _pod("second", "b")
     scheduler.add_pod(pod)
     await _drain(scheduler)
-    assert client.failures[-1].startswith("0/1 nodes are available: 1 node(s) exceed max volume count.")
+    *_, (_, _, message) = client.failures
+    assert message.startswith("0/1 nodes are available: 1 node(s) exceed max volume count.")
     uid = pod["metadata"]["uid"]
     lowered = {
         "metadata": {"name": "n1"},

@@ -6,22 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fake_api import FakeAPI
 from waiting import until
 
 from kopf_scheduler.framework.objects import POD_GROUPS
-from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service import gc_freeze
 from kopf_scheduler.service.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.service.supervision import Supervisor
-
-
-class _Client:
-    async def bind(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None: ...
 
 
 async def test_a_failing_heap_compaction_is_a_supervised_failure(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,7 +45,7 @@ async def test_a_stopped_heap_compaction_is_not_a_failure() -> None:
 
 
 async def test_a_podgroup_status_write_that_breaks_is_a_supervised_failure() -> None:
-    scheduler = Scheduler(_Client())
+    scheduler = Scheduler(FakeAPI())
     group = {"metadata": {"name": "pg", "namespace": "default"}, "spec": {"minMember": 2}}
     scheduler.update_object(POD_GROUPS, group)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from recording_client import RecordingClient
+from fake_api import FakeAPI
 
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.framework.client import APIError
@@ -34,10 +34,10 @@ class _Reads:
 POD = make_pod().name("p").uid("u1").scheduler_name(PROFILE).req(cpu="3").obj()
 
 
-async def _assumed() -> tuple[Scheduler, RecordingClient, _Reads, BindingConfirmation, VirtualClock]:
+async def _assumed() -> tuple[Scheduler, FakeAPI, _Reads, BindingConfirmation, VirtualClock]:
     """One 4-CPU node and a 3-CPU pod whose binding was answered as done: it is assumed on the node."""
     clock = VirtualClock()
-    client = RecordingClient()
+    client = FakeAPI()
     scheduler = Scheduler(client, clock=clock, confirm_timeout=TIMEOUT)
     scheduler.set_profile(ProfileSpec(scheduler_name=PROFILE))
     scheduler.add_node(make_node().name("n1").capacity(cpu="4", pods=10).obj())

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from fake_api import FakeAPI
 from waiting import until
 
 from kopf_scheduler.framework.client import APIError
@@ -102,16 +103,8 @@ def test_only_what_changed_is_patched() -> None:
     assert status_patch(shown, desired_status(shown, _pods(["a", "b"], "Running"), NOW)) == {}
 
 
-class _Client:
-    async def bind(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None: ...
-
-
 async def test_the_keeper_writes_changed_groups_while_leading_and_retries_failures() -> None:
-    scheduler = Scheduler(_Client())
+    scheduler = Scheduler(FakeAPI())
     writes: list[tuple[str, str, dict[str, Any]]] = []
     attempts = 0
     leading = False
@@ -156,7 +149,7 @@ async def test_the_keeper_writes_changed_groups_while_leading_and_retries_failur
 
 
 async def test_a_change_while_a_status_is_being_written_is_written_after_it() -> None:
-    scheduler = Scheduler(_Client())
+    scheduler = Scheduler(FakeAPI())
     writes: list[dict[str, Any]] = []
     writing, release = asyncio.Event(), asyncio.Event()
 

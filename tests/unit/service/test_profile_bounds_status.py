@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 import pytest
+from fake_api import FakeAPI
 
 from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR, ProfileBounds
 from kopf_scheduler.cli import run as run_cli
@@ -16,14 +17,6 @@ from kopf_scheduler.cli.run import add_parser
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service.config import ServiceConfig, bounds_from_env
 from kopf_scheduler.service.profiles import ProfileManager
-
-
-class _Client:
-    async def bind(self, pod: Any, node_name: str) -> None: ...
-
-    def record_scheduled(self, pod: Any, node_name: str) -> None: ...
-
-    def record_failure(self, pod: Any, reason: str, message: str, nominated: str | None) -> None: ...
 
 
 def _profile(name: str, spec: dict[str, Any], generation: int = 1) -> dict[str, Any]:
@@ -45,7 +38,7 @@ def _manager(bounds: ProfileBounds | None = None) -> tuple[ProfileManager, Sched
     async def write(name: str, status: dict[str, Any]) -> None:
         written[name] = status
 
-    scheduler = Scheduler(_Client())
+    scheduler = Scheduler(FakeAPI())
     return ProfileManager(scheduler, write, "kopf-scheduler", bounds), scheduler, written
 
 

@@ -8,20 +8,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from fake_api import FakeAPI
+
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.framework.objects import NAMESPACES, SERVICES, WATCHED_KINDS, ObjectKind
-from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service.resync import Resync
 from kopf_scheduler.testing import make_node, make_pod
-
-
-class _Client:
-    async def bind(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_scheduled(self, pod: PodInfo, node_name: str) -> None: ...
-
-    def record_failure(self, pod: PodInfo, reason: str, message: str, nominated: str | None) -> None: ...
 
 
 class _Clock:
@@ -58,7 +51,7 @@ class _Cluster:
 
 
 def _setup() -> tuple[Scheduler, dict[str, dict[str, Any]]]:
-    scheduler = Scheduler(_Client())
+    scheduler = Scheduler(FakeAPI())
     scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))
     objects = {
         "n1": make_node().name("n1").obj(),
