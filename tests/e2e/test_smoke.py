@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from operator_harness import Scope
 
-from kopf_scheduler.devcluster import cli, create_nodes
+from kopf_scheduler.cli import dev_cluster
+from kopf_scheduler.devcluster import create_nodes
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
 
 pytestmark = pytest.mark.e2e
@@ -47,7 +48,7 @@ def test_dev_cluster_nodes_command(
     control_plane: ClusterHarness, scope: Scope, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers(), "dev-cluster")
+    dev_cluster.add_parser(parser.add_subparsers(), "dev-cluster")
     state_dir = str(control_plane.cluster.state_dir)
     prefix = f"cli-{uuid.uuid4().hex[:6]}-"
     for i in range(5):

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kopf_scheduler.devcluster import cli
+from kopf_scheduler.cli import dev_cluster
 from kopf_scheduler.devcluster.apiclient import probe
 from kopf_scheduler.devcluster.binaries import BinariesNotFound
 from kopf_scheduler.devcluster.cluster import (
@@ -184,7 +184,7 @@ def test_one_that_exits_is_reported_with_its_log_tail_and_forgotten(tmp_path: Pa
 
 def test_cli_up_passes_the_option(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
-    cli.add_parser(parser.add_subparsers(), "dev-cluster")
+    dev_cluster.add_parser(parser.add_subparsers(), "dev-cluster")
     args = parser.parse_args(["dev-cluster", "up", "--state-dir", str(tmp_path), "--with-controller-manager"])
     seen: dict[str, Any] = {}
 
@@ -200,7 +200,7 @@ def test_cli_up_passes_the_option(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         def up(self) -> None:
             seen["up"] = True
 
-    monkeypatch.setattr(cli, "DevCluster", FakeCluster)
+    monkeypatch.setattr(dev_cluster, "DevCluster", FakeCluster)
     assert args.func(args) == 0
     assert seen["with_controller_manager"] is True and seen["up"] is True
     assert parser.parse_args(["dev-cluster", "up"]).with_controller_manager is False

@@ -5,22 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fake_api import FakeAPI
 
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service.profiles import ProfileManager
 from kopf_scheduler.testing import make_node, make_pod
-
-
-class _Client:
-    def __init__(self) -> None:
-        self.bound: list[tuple[str, str]] = []
-
-    async def bind(self, pod: Any, node_name: str) -> None:
-        self.bound.append((pod.name, node_name))
-
-    def record_scheduled(self, pod: Any, node_name: str) -> None: ...
-
-    def record_failure(self, pod: Any, reason: str, message: str, nominated: str | None) -> None: ...
 
 
 def profile(
@@ -45,7 +34,7 @@ def setup() -> tuple[ProfileManager, Scheduler, dict[str, list[dict[str, Any]]]]
     async def write(name: str, status: dict[str, Any]) -> None:
         written.setdefault(name, []).append(status)
 
-    scheduler = Scheduler(_Client())
+    scheduler = Scheduler(FakeAPI())
     return ProfileManager(scheduler, write, "kopf-scheduler"), scheduler, written
 
 
@@ -124,12 +113,12 @@ async def test_status_is_written_only_when_it_changes(setup: Any) -> None:
 
 async def _place(scheduler: Scheduler, name: str) -> str:
     """Schedules one 1-CPU / 4 GiB pod of scheduler name ``s``; returns the node it was bound to."""
-    client: _Client = scheduler.client  # type: ignore[assignment]
+    client: FakeAPI = scheduler.client  # type: ignore[assignment]
     scheduler.add_pod(make_pod().name(name).scheduler_name("s").req(cpu="1", memory="4Gi").obj())
     while (qp := scheduler.queue.pop_nowait()) is not None:
         scheduler.schedule_one(qp)
     await scheduler.wait_for_bindings()
-    [(_, node)] = [b for b in client.bound if b[0] == name]
+    [(_, node)] = [b for b in client.bound if b[0] == f"default/{name}"]
     return node
 
 
