@@ -14,7 +14,8 @@
   ``APIError`` with the status (0 for no answer) and the API server's message.
 
 Every request is recorded in ``requests``, in arrival order: method, path, body, content type, query
-parameters, the pod a ``ClusterClient`` call was about, and the answer once given. Answers are scripted
+parameters, the pod a ``ClusterClient`` call was about, and the answer once given (``log`` has when each
+was sent and answered, in order). Answers are scripted
 per method and path (``script``): a status and body, a delay, a hold until an event is set, a dropped
 connection or a timeout (``DROPPED``, ``TIMED_OUT``: status 0 with the error ``RestClient`` reports, as it
 never raises), or a function of the request; each for the next ``times`` matching requests, or for all
@@ -166,6 +167,8 @@ class FakeAPI:
         self.strict = strict
         self._sleep = sleep
         self.requests: list[Request] = []
+        #: ("sent", request) and ("answered", request) in the order they happened
+        self.log: list[tuple[str, Request]] = []
         #: while set, every request gets this answer
         self.down: Answer | None = None
         self.stats = ClientStats()
@@ -338,6 +341,7 @@ class FakeAPI:
 
     def _record(self, request: Request) -> None:
         self.requests.append(request)
+        self.log.append(("sent", request))
 
     async def _send(self, request: Request) -> Response:
         self._record(request)
@@ -356,6 +360,7 @@ class FakeAPI:
             await self._wait(reply)
         response = self._answer(request, reply)
         request.response = response
+        self.log.append(("answered", request))
         self.stats.requests[(request.method, response.status)] += 1
         return response
 

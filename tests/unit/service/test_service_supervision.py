@@ -11,17 +11,17 @@ import asyncio
 import json
 import logging
 import socket
-import time
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from fake_api import FakeAPI, json_answer
+from lease_server import LeaseServer
 from waiting import until
 
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.k8s import KubeClient, RestClient
+from kopf_scheduler.k8s import KubeClient
 from kopf_scheduler.k8s.fence import FencedRest, FencedWrite
-from kopf_scheduler.k8s.rest import Response
-from kopf_scheduler.k8s.stats import ClientStats
 from kopf_scheduler.service.config import ServiceConfig, ServingConfig
 from kopf_scheduler.service.service import SchedulerService
 from kopf_scheduler.service.supervision import Supervisor, port_taken
@@ -30,52 +30,45 @@ from kopf_scheduler.testing.builders import make_node, make_pod
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/kopf-scheduler"
 
 
-class FakeAPI(RestClient):
-    """Lists from ``objects``; one Lease with optimistic concurrency; bindings wait for ``bind_gate``;
-    ``log`` records what happened, in order."""
+@dataclass
+class Cluster:
+    """The fake API server of these tests: lists from ``objects``, one Lease (``lease``) with optimistic
+    concurrency, bindings held until ``bind_gate`` is set."""
 
-    def __init__(self, objects: dict[str, list[dict[str, Any]]] | None = None) -> None:
-        self.stats = ClientStats()
-        self.timeout = 10.0
-        self.objects = objects or {}
-        self.lease: dict[str, Any] | None = None
-        self.version = 0
-        self.lease_down = False
-        self.bind_gate = asyncio.Event()
-        self.log: list[str] = []
+    api: FakeAPI
+    lease: LeaseServer
+    objects: dict[str, list[dict[str, Any]]]
+    bind_gate: asyncio.Event
 
-    async def get_json(self, path: str, params: Any = None, *, accept: str = "") -> Any:  # as RestClient
-        return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": self.objects.get(path, [])}
-
-    async def close(self) -> None:
-        return None
-
-    async def request(self, method: str, path: str, body: Any = None, **_: Any) -> Response:
-        if path.startswith(LEASE.rsplit("/", 1)[0]):
-            return self._lease(method, body)
-        if path.endswith("/binding"):
-            self.log.append(f"bind sent {json.loads(body)['metadata']['name']}")
-            await self.bind_gate.wait()
-            self.log.append(f"bind done {json.loads(body)['metadata']['name']}")
-            return Response(201, b"{}")
-        return Response(201 if method == "POST" else 200, b"{}")
-
-    def _lease(self, method: str, body: Any) -> Response:
-        if self.lease_down:
-            return Response(500, b'{"message": "etcdserver: request timed out"}')
-        if method == "GET":
-            return Response(404) if self.lease is None else Response(200, json.dumps(self.lease).encode())
-        if method == "PUT" and body["metadata"].get("resourceVersion") != str(self.version):
-            return Response(409, b'{"message": "conflict"}')
-        self.version += 1
-        self.lease = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.version)}}
-        holder = body["spec"]["holderIdentity"]
-        if method == "PUT" and not holder:
-            self.log.append("lease released")
-        return Response(201 if method == "POST" else 200, json.dumps(self.lease).encode())
+    def story(self) -> list[str]:
+        """What happened, in order: each binding sent and answered, the Lease released."""
+        out = []
+        for what, request in self.api.log:
+            if request.path.endswith("/binding"):  # the binder sends its body as bytes
+                name = json.loads(request.body)["metadata"]["name"]
+                out.append(f"bind {'sent' if what == 'sent' else 'done'} {name}")
+            elif (
+                what == "answered"
+                and (request.method, request.path) == ("PUT", LEASE)
+                and not request.body["spec"]["holderIdentity"]
+                and request.response is not None
+                and request.response.ok
+            ):
+                out.append("lease released")
+        return out
 
 
-def service_for(api: FakeAPI, *, leader_elect: bool = True, **settings: Any) -> SchedulerService:
+def cluster(objects: dict[str, list[dict[str, Any]]] | None = None) -> Cluster:
+    objects = objects or {}
+    api, lease = FakeAPI(), LeaseServer()
+    api.script(None, LEASE.rsplit("/", 1)[0] + "*", lease.answer, times=None)
+    for path, items in objects.items():
+        page = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
+        api.script("GET", path, json_answer(page), times=None)
+    return Cluster(api, lease, objects, api.hold("POST", "*/binding"))
+
+
+def service_for(c: Cluster, *, leader_elect: bool = True, **settings: Any) -> SchedulerService:
     config = ServiceConfig(
         leader_elect=leader_elect,
         lease_namespace="ns",
@@ -87,7 +80,13 @@ def service_for(api: FakeAPI, *, leader_elect: bool = True, **settings: Any) -> 
     )
     fatal: list[str] = []
     supervisor = Supervisor(on_fatal=lambda: fatal.append(supervisor.failure))
-    return SchedulerService(config, client=KubeClient(api), supervisor=supervisor, lease_rest=lambda: api)
+    api = c.api
+    return SchedulerService(
+        config,
+        client=KubeClient(api),  # type: ignore[arg-type]
+        supervisor=supervisor,
+        lease_rest=lambda: api,  # type: ignore[arg-type,return-value]
+    )
 
 
 def cluster_with_pending_pod() -> dict[str, list[dict[str, Any]]]:
@@ -161,7 +160,7 @@ def test_a_port_in_use_is_found() -> None:
 
 
 async def test_a_dying_scheduling_loop_ends_the_service_with_a_failure() -> None:
-    service = service_for(FakeAPI(), leader_elect=False)
+    service = service_for(cluster(), leader_elect=False)
 
     async def broken_loop() -> None:
         raise RuntimeError("loop bug")
@@ -177,7 +176,7 @@ async def test_a_dying_scheduling_loop_ends_the_service_with_a_failure() -> None
 
 
 async def test_a_dying_queue_flush_ends_the_service_with_a_failure() -> None:
-    service = service_for(FakeAPI(), leader_elect=False)
+    service = service_for(cluster(), leader_elect=False)
 
     async def broken_flush() -> None:
         raise RuntimeError("flush bug")
@@ -194,7 +193,7 @@ async def test_a_metrics_port_in_use_fails_the_start_naming_the_port() -> None:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        service = service_for(FakeAPI(), leader_elect=False, metrics=ServingConfig(port, insecure=True))
+        service = service_for(cluster(), leader_elect=False, metrics=ServingConfig(port, insecure=True))
         await service.start()
         await service.stop()
     assert service.supervisor.failure.startswith(f"metrics port {port} is in use ([Errno 98]")
@@ -202,7 +201,7 @@ async def test_a_metrics_port_in_use_fails_the_start_naming_the_port() -> None:
 
 
 async def test_a_graceful_stop_is_no_failure() -> None:
-    service = service_for(FakeAPI())
+    service = service_for(cluster())
     await service.start()
     await until(service.leading.is_set)
     await service.stop()
@@ -213,43 +212,43 @@ async def test_a_graceful_stop_is_no_failure() -> None:
 
 
 async def test_graceful_stop_releases_the_lease_only_after_the_bindings_finished() -> None:
-    api = FakeAPI(cluster_with_pending_pod())
-    service = service_for(api)
+    c = cluster(cluster_with_pending_pod())
+    service = service_for(c)
     await service.start()
-    await until(lambda: "bind sent p" in api.log)
+    await until(lambda: "bind sent p" in c.story())
 
     stopping = asyncio.create_task(service.stop())
     await until(lambda: service._loop_task is None)  # the loop has stopped; the binding is in flight
     for _ in range(50):  # every task that could release the lease has had its turn
         await asyncio.sleep(0)
-    assert api.log == ["bind sent p"] and not stopping.done()
-    api.bind_gate.set()
+    assert c.story() == ["bind sent p"] and not stopping.done()
+    c.bind_gate.set()
     await stopping
 
-    assert api.log == ["bind sent p", "bind done p", "lease released"]
+    assert c.story() == ["bind sent p", "bind done p", "lease released"]
     assert service.supervisor.healthy
 
 
 async def test_graceful_stop_cancels_bindings_past_the_timeout_then_releases() -> None:
-    api = FakeAPI(cluster_with_pending_pod())
-    service = service_for(api, stop_timeout=0.2)
+    c = cluster(cluster_with_pending_pod())
+    service = service_for(c, stop_timeout=0.2)
     await service.start()
-    await until(lambda: "bind sent p" in api.log)
+    await until(lambda: "bind sent p" in c.story())
 
     await service.stop()
 
-    assert api.log == ["bind sent p", "lease released"]
+    assert c.story() == ["bind sent p", "lease released"]
     assert service.scheduler.cache.assumed_count() == 0
 
 
 async def test_losing_the_lease_cancels_bindings_forgets_their_pods_and_fails() -> None:
-    api = FakeAPI(cluster_with_pending_pod())
-    service = service_for(api)
+    c = cluster(cluster_with_pending_pod())
+    service = service_for(c)
     await service.start()
-    await until(lambda: "bind sent p" in api.log)
+    await until(lambda: "bind sent p" in c.story())
     assert service.scheduler.cache.assumed_count() == 1
 
-    api.lease_down = True  # renewals fail: the renew deadline (1 s) passes
+    c.lease.failing = 500  # renewals fail: the renew deadline (1 s) passes
     await until(lambda: not service.supervisor.healthy)
 
     assert service.supervisor.failure.startswith("leader election: lost the lease as me")
@@ -257,16 +256,17 @@ async def test_losing_the_lease_cancels_bindings_forgets_their_pods_and_fails() 
     assert service.scheduler.cache.assumed_count() == 0
     assert not service.leading.is_set()
     assert service.client.fence is not None and not service.client.fence()
-    api.bind_gate.set()
+    c.bind_gate.set()
     await service.stop()
-    assert "bind done p" not in api.log
-    assert "lease released" not in api.log  # a lost lease is not the leader's to release
+    assert "bind done p" not in c.story()
+    assert "lease released" not in c.story()  # a lost lease is not the leader's to release
 
 
 async def test_no_write_is_sent_without_the_lease() -> None:
-    inner = FakeAPI()
+    c = cluster()
+    inner = c.api
     leading = [False]
-    fenced = FencedRest(inner, lambda: leading[0])
+    fenced = FencedRest(lambda: inner, lambda: leading[0])  # type: ignore[arg-type,return-value]
     pod = PodInfo(make_pod().name("p").namespace("default").obj())
     path = "/api/v1/namespaces/default/pods/p/binding"
 
@@ -275,34 +275,34 @@ async def test_no_write_is_sent_without_the_lease() -> None:
     with pytest.raises(FencedWrite):
         await fenced.request("DELETE", "/api/v1/namespaces/default/pods/victim")
     assert (await fenced.request("GET", "/api/v1/namespaces/default/pods/p")).status == 200
-    assert inner.log == [] and fenced.refused == 2
+    assert c.story() == [] and fenced.refused == 2
 
-    client = KubeClient(inner)
+    client = KubeClient(inner)  # type: ignore[arg-type]
     client.fence = lambda: leading[0]
     with pytest.raises(FencedWrite):
         await client.bind(pod, "n1")
     leading[0] = True
-    inner.bind_gate.set()
+    c.bind_gate.set()
     await client.bind(pod, "n1")
-    assert inner.log == ["bind sent p", "bind done p"]
+    assert c.story() == ["bind sent p", "bind done p"]
 
 
 # -- readiness -------------------------------------------------------------------------------------------
 
 
 async def test_ready_when_synced_and_leading_or_standing_by() -> None:
-    api = FakeAPI()
-    api.lease = {  # another instance holds the lease: this one stands by
+    c = cluster()
+    c.lease.lease = {  # another instance holds the lease: this one stands by
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": "kopf-scheduler", "namespace": "ns", "resourceVersion": "0"},
         "spec": {"holderIdentity": "other", "leaseDurationSeconds": 60},
     }
-    service = service_for(api)
+    service = service_for(c)
     assert service.readiness() == (False, "initial lists not loaded yet")
     await service.start()
     await until(lambda: service.readiness() == (True, "standing by"))
-    api.lease = None  # released: this one takes it
+    c.lease.lease = None  # released: this one takes it
     await until(service.leading.is_set)
     assert service.readiness() == (True, "leading")
     await service.stop()
@@ -310,22 +310,24 @@ async def test_ready_when_synced_and_leading_or_standing_by() -> None:
 
 async def test_a_cycle_that_holds_the_event_loop_past_the_renew_deadline_keeps_the_lease() -> None:
     """Leader election renews on its own thread: a synchronous scheduling cycle that holds the event loop
-    for 2.5 renew deadlines neither delays the renewals nor ends leading."""
-    api = FakeAPI()
-    service = service_for(api)
+    past the renew deadline neither delays the renewals nor ends leading."""
+    c = cluster()
+    service = service_for(c)
     await service.start()
     await until(service.leading.is_set)
-    version = api.version
-    time.sleep(2.5)  # the cycle: renew deadline 1 s, retry period 0.2 s
-    after_block = api.version
-    renewals = after_block - version
+    version = c.lease.version
+    # the cycle: holds the loop (this thread blocks) until leader election has renewed 8 times, which the
+    # Lease server's writes signal; with a retry period of 0.2 s between renewals that is 1.4 s at least,
+    # past the renew deadline of 1 s. Renewals that needed the loop would never come (30 s: a failure).
+    renewed = c.lease.wait_for_version(version + 8, timeout=30)
+    after_block = c.lease.version
+    assert renewed, f"{after_block - version} renewals while the loop was held"
     # a renewal after the block: leader election has looked at the Lease since (a lost one would show)
-    await until(lambda: api.version > after_block)
-    assert renewals >= 5, f"{renewals} renewals while the loop was held"
+    await until(lambda: c.lease.version > after_block)
     assert service.supervisor.healthy, service.supervisor.failure
     assert service.leading.is_set() and service.client.fence is not None and service.client.fence()
     await service.stop()
-    assert api.log == ["lease released"]
+    assert c.story() == ["lease released"]
 
 
 # -- a deleted pod ---------------------------------------------------------------------------------------
@@ -334,15 +336,15 @@ async def test_a_cycle_that_holds_the_event_loop_past_the_renew_deadline_keeps_t
 async def test_a_deleted_pods_event_entries_go_with_it() -> None:
     """The Scheduled event of a bound pod is kept to aggregate repeats; once the pod's DELETED event
     arrives nothing can repeat it, and the service keeps nothing about the pod."""
-    api = FakeAPI(cluster_with_pending_pod())
-    api.bind_gate.set()
-    service = service_for(api, leader_elect=False)
+    c = cluster(cluster_with_pending_pod())
+    c.bind_gate.set()
+    service = service_for(c, leader_elect=False)
     await service.start()
     aggregator = service.client.events.aggregator
     await until(lambda: any(e.created for e in aggregator.entries.values()))
     [entry] = aggregator.entries.values()
     assert entry.key.reason == "Scheduled"
-    pod = api.objects["/api/v1/pods"][0]
+    pod = c.objects["/api/v1/pods"][0]
 
     service.pod_event("DELETED", {**pod, "spec": {**pod["spec"], "nodeName": "n1"}})
     await service.stop()
