@@ -4,7 +4,8 @@ kept for 10 s, lookups the API server did not answer never kept."""
 
 from __future__ import annotations
 
-from review_api import ReviewAPI
+from fake_api import status
+from review_api import OUTAGE_MESSAGE, ReviewServer
 
 from kopf_scheduler.k8s.delegated_auth import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, DelegatedAuth
 
@@ -17,40 +18,40 @@ class Clock:
         return self.now
 
 
-def auth_for(api: ReviewAPI, clock: Clock | None = None) -> DelegatedAuth:
-    return DelegatedAuth(api, clock=clock or Clock())  # type: ignore[arg-type]
+def auth_for(server: ReviewServer, clock: Clock | None = None) -> DelegatedAuth:
+    return DelegatedAuth(server.api, clock=clock or Clock())  # type: ignore[arg-type]
 
 
 async def test_no_token_is_the_anonymous_user_whom_rbac_must_allow() -> None:
-    api = ReviewAPI()
-    decision = await auth_for(api).check(None, "/metrics")
+    reviews = ReviewServer()
+    decision = await auth_for(reviews).check(None, "/metrics")
     assert (decision.status, decision.message) == (
         403,
         'forbidden: User "system:anonymous" cannot get path "/metrics"',
     )
-    [(path, review)] = api.reviews
+    [(path, review)] = reviews.received
     assert path == SUBJECT_ACCESS_REVIEWS
     assert review["spec"] == {
         "user": "system:anonymous",
         "groups": ["system:unauthenticated"],
         "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
     }
-    api.allowed["system:anonymous"] = {"/metrics"}
-    assert (await auth_for(api).check(None, "/metrics")).allowed
+    reviews.allowed["system:anonymous"] = {"/metrics"}
+    assert (await auth_for(reviews).check(None, "/metrics")).allowed
 
 
 async def test_a_token_names_the_user_whose_groups_and_uid_are_reviewed() -> None:
-    api = ReviewAPI()
-    api.tokens["t0ken"] = {
+    reviews = ReviewServer()
+    reviews.tokens["t0ken"] = {
         "username": "system:serviceaccount:monitoring:prometheus",
         "uid": "u-1",
         "groups": ["system:serviceaccounts", "system:authenticated"],
         "extra": {"authentication.kubernetes.io/pod-name": ["prometheus-0"]},
     }
-    api.allowed["system:serviceaccount:monitoring:prometheus"] = {"/metrics"}
-    auth = auth_for(api)
+    reviews.allowed["system:serviceaccount:monitoring:prometheus"] = {"/metrics"}
+    auth = auth_for(reviews)
     assert (await auth.check("Bearer t0ken", "/metrics")).allowed
-    token_review, access_review = api.reviews
+    token_review, access_review = reviews.received
     assert token_review == (
         TOKEN_REVIEWS,
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "t0ken"}},
@@ -71,56 +72,56 @@ async def test_a_token_names_the_user_whose_groups_and_uid_are_reviewed() -> Non
 
 
 async def test_an_unknown_token_or_another_scheme_is_unauthorized() -> None:
-    api = ReviewAPI()
-    auth = auth_for(api)
+    reviews = ReviewServer()
+    auth = auth_for(reviews)
     for header in ("Bearer nope", "Basic dXNlcjpwdw==", "Bearer ", "Bearer"):
         decision = await auth.check(header, "/metrics")
         assert (decision.status, decision.message) == (401, "Unauthorized"), header
-    assert [path for path, _ in api.reviews] == [TOKEN_REVIEWS]  # only the bearer token was looked up
+    assert [path for path, _ in reviews.received] == [TOKEN_REVIEWS]  # only the bearer token was looked up
 
 
 async def test_probe_paths_need_no_credentials_and_cost_no_review() -> None:
-    api = ReviewAPI()
-    auth = DelegatedAuth(api, ("/healthz", "/readyz", "/livez", "/debug/*"))  # type: ignore[arg-type]
+    reviews = ReviewServer()
+    auth = DelegatedAuth(reviews.api, ("/healthz", "/readyz", "/livez", "/debug/*"))  # type: ignore[arg-type]
     for path in ("/readyz", "/healthz", "/livez", "/debug/pprof/heap"):
         assert (await auth.check(None, path)).allowed
-    assert api.reviews == []
+    assert reviews.received == []
     # a token sent anyway is checked (as upstream does), but its user needs no grant
-    api.tokens["t"] = {"username": "alice"}
+    reviews.tokens["t"] = {"username": "alice"}
     assert (await auth.check("Bearer t", "/readyz")).allowed
     assert (await auth.check("Bearer nope", "/readyz")).status == 401
-    assert [path for path, _ in api.reviews] == [TOKEN_REVIEWS, TOKEN_REVIEWS]
+    assert [path for path, _ in reviews.received] == [TOKEN_REVIEWS, TOKEN_REVIEWS]
     assert (await auth.check(None, "/readyz/extra")).status == 403
 
 
 async def test_answers_are_kept_for_ten_seconds_by_a_hash_of_the_token() -> None:
-    api = ReviewAPI()
-    api.tokens["t"] = {"username": "alice", "groups": []}
+    reviews = ReviewServer()
+    reviews.tokens["t"] = {"username": "alice", "groups": []}
     clock = Clock()
-    auth = auth_for(api, clock)
+    auth = auth_for(reviews, clock)
     for _ in range(5):
         assert (await auth.check("Bearer t", "/metrics")).status == 403
         assert (await auth.check("Bearer bad", "/metrics")).status == 401
-    assert len(api.reviews) == 3  # alice's token, her access, the bad token
+    assert len(reviews.received) == 3  # alice's token, her access, the bad token
     assert all(len(key) == 64 for key in auth._users._entries)  # SHA-256 hex digests, never the token
-    api.allowed["alice"] = {"/metrics"}
+    reviews.allowed["alice"] = {"/metrics"}
     clock.now += 9.9
     assert (await auth.check("Bearer t", "/metrics")).status == 403  # the denial is still kept
     clock.now += 0.2
     assert (await auth.check("Bearer t", "/metrics")).allowed  # both answers asked again
-    assert len(api.reviews) == 5
+    assert len(reviews.received) == 5
 
 
 async def test_an_api_server_that_does_not_answer_denies_and_nothing_is_kept() -> None:
-    api = ReviewAPI()
-    api.tokens["t"] = {"username": "alice"}
-    api.allowed["alice"] = {"/metrics"}
-    api.allowed["system:anonymous"] = {"/metrics"}
-    auth = auth_for(api)
-    api.down = True
+    reviews = ReviewServer()
+    reviews.tokens["t"] = {"username": "alice"}
+    reviews.allowed["alice"] = {"/metrics"}
+    reviews.allowed["system:anonymous"] = {"/metrics"}
+    auth = auth_for(reviews)
+    reviews.api.down = status(503, OUTAGE_MESSAGE)
     assert (await auth.check("Bearer t", "/metrics")).status == 401
     decision = await auth.check(None, "/metrics")
     assert decision.status == 500 and decision.message.startswith('Internal Server Error: "/metrics"')
-    api.down = False
+    reviews.api.down = None
     assert (await auth.check("Bearer t", "/metrics")).allowed
     assert (await auth.check(None, "/metrics")).allowed

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from review_api import ReviewAPI
+from review_api import ReviewServer
 
 from kopf_scheduler.service.config import ServingConfig
 from kopf_scheduler.service.metrics import SchedulerMetrics
@@ -31,10 +31,13 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(
-    config: ServingConfig, api: ReviewAPI | None = None, ready: tuple[bool, str] = (True, "leading")
+    config: ServingConfig, api: ReviewServer | None = None, ready: tuple[bool, str] = (True, "leading")
 ) -> Iterator[MetricsServer]:
     server = MetricsServer(
-        config, SchedulerMetrics().registry, ready=lambda: ready, make_rest=lambda: api or ReviewAPI()
+        config,
+        SchedulerMetrics().registry,
+        ready=lambda: ready,
+        make_rest=lambda: (api or ReviewServer()).api,
     )  # type: ignore[arg-type,return-value]
     server.start()
     try:
@@ -59,7 +62,7 @@ def get(url: str, token: str | None = None, context: ssl.SSLContext | None = UNV
 
 
 def test_https_by_default_probes_open_metrics_for_authorised_users_only() -> None:
-    api = ReviewAPI()
+    api = ReviewServer()
     api.tokens["prom"] = {
         "username": "system:serviceaccount:monitoring:prometheus",
         "groups": ["system:serviceaccounts"],
@@ -124,11 +127,11 @@ def test_bad_certificate_files_are_one_line_naming_the_flags(tmp_path: Path) -> 
     }
     for config, message in cases.items():
         with pytest.raises(ServingError) as error:
-            MetricsServer(config, SchedulerMetrics().registry, make_rest=ReviewAPI)  # type: ignore[arg-type]
+            MetricsServer(config, SchedulerMetrics().registry, make_rest=lambda: ReviewServer().api)  # type: ignore[arg-type]
         assert str(error.value) == message
     with pytest.raises(ServingError, match=r"^--tls-cert-file/--tls-private-key-file cannot be loaded: "):
         config = ServingConfig(1, cert_file=str(tmp_path / "tls.crt"), key_file=str(tmp_path / "tls.key"))
-        MetricsServer(config, SchedulerMetrics().registry, make_rest=ReviewAPI)  # type: ignore[arg-type]
+        MetricsServer(config, SchedulerMetrics().registry, make_rest=lambda: ReviewServer().api)  # type: ignore[arg-type]
 
 
 def test_insecure_metrics_is_plain_http_on_loopback_without_credentials() -> None:
