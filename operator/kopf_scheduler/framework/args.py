@@ -9,7 +9,6 @@ classmethod when the plain mapping below is not enough.
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -24,10 +23,6 @@ class ArgsError(ValueError):
         super().__init__(f"{field}: {message}" if field else message)
         self.field = field
         self.message = message
-
-
-def snake_case(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def camel_case(name: str) -> str:

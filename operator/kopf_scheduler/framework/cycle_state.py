@@ -7,13 +7,9 @@ can simulate on a copy without touching the original.
 
 from __future__ import annotations
 
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
-
-
-class Cloneable(Protocol):
-    def clone(self) -> Any: ...
 
 
 class StateKey(Generic[T]):

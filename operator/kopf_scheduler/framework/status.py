@@ -77,9 +77,6 @@ class Status:
             object.__setattr__(self, "_named", named)
         return named
 
-    def as_dict(self) -> dict[str, object]:
-        return {"code": self.code.label, "plugin": self.plugin, "reasons": list(self.reasons)}
-
 
 def unschedulable(*reasons: str, plugin: str = "") -> Status:
     return Status(Code.UNSCHEDULABLE, reasons, plugin)

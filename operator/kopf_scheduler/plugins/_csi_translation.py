@@ -59,7 +59,6 @@ CSI_DRIVERS = {
     VSPHERE: "csi.vsphere.vmware.com",
     PORTWORX: "pxd.portworx.com",
 }
-MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
 _ALWAYS_MIGRATED = frozenset({AWS_EBS, GCE_PD, AZURE_DISK, CINDER})
 
 #: in-tree plugins the volume binder translates (``isCSIMigrationOnForPlugin``, v1.34's gates)

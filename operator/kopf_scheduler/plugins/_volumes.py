@@ -16,7 +16,6 @@ from kopf_scheduler.framework.objects import PersistentVolumeClaim
 PVC_RESOURCE = "persistentvolumeclaim"
 PV_RESOURCE = "persistentvolume"
 STORAGE_CLASS_RESOURCE = "storageclass.storage.k8s.io"
-CSI_NODE_RESOURCE = "csinode.storage.k8s.io"
 
 #: the claim annotation that predates ``spec.storageClassName`` and still wins over it
 BETA_STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"

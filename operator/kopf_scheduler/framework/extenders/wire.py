@@ -27,9 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-#: ``extenderv1.MaxExtenderPriority`` / ``MinExtenderPriority``: the range of an extender's node scores
+#: ``extenderv1.MaxExtenderPriority``: an extender scores nodes from 0 (``MinExtenderPriority``) to this
 MAX_EXTENDER_PRIORITY = 10
-MIN_EXTENDER_PRIORITY = 0
 
 
 class WireError(ValueError):

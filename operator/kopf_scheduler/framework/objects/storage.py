@@ -26,7 +26,6 @@ ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 ANN_STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
-ANN_BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
 ANN_DYNAMICALLY_PROVISIONED = "pv.kubernetes.io/provisioned-by"
 
 

@@ -213,9 +213,6 @@ class NodeStatuses:
         judged = sum(len(judged.rows) for judged in self.bulk)
         return len(self.known) + judged + sum(len(group.rows) for group in self.pending)
 
-    def total_rejected(self) -> int:
-        return len(self) + self.absent_count
-
 
 L = TypeVar("L")
 
@@ -878,6 +875,3 @@ class Framework:
             "postBind": [p.name for p in self.post_bind],
         }
         return {k: v for k, v in points.items() if v}
-
-
-Factory = Callable[..., Framework]

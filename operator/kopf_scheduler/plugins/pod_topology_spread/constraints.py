@@ -22,7 +22,7 @@ from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.selectors import LabelSelector, RequiredNodeAffinity, Requirement, SelectorError
 from kopf_scheduler.framework.taints import NO_EXECUTE, NO_SCHEDULE, Toleration, first_untolerated
-from kopf_scheduler.plugins.pod_topology_spread.args import DO_NOT_SCHEDULE, HONOR, SCHEDULE_ANYWAY
+from kopf_scheduler.plugins.pod_topology_spread.args import DO_NOT_SCHEDULE, HONOR, IGNORE, SCHEDULE_ANYWAY
 
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ZONE = "topology.kubernetes.io/zone"
@@ -100,7 +100,7 @@ def parse(
                 selector=selector,
                 min_domains=1 if min_domains is None else int(min_domains),
                 honor_affinity=(c.get("nodeAffinityPolicy") or HONOR) == HONOR,
-                honor_taints=(c.get("nodeTaintsPolicy") or "Ignore") == HONOR,
+                honor_taints=(c.get("nodeTaintsPolicy") or IGNORE) == HONOR,
             )
         )
     return tuple(out)
