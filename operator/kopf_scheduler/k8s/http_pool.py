@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import httptools
 
+from kopf_scheduler.framework.clock import Clock
+
 #: methods that may be sent again when a kept-alive connection turns out to be closed
 IDEMPOTENT = frozenset({"GET", "PUT", "DELETE", "OPTIONS"})
 DEFAULT_KEEPALIVE = 60.0
@@ -144,7 +146,9 @@ class HttpPool:
         server_hostname: str | None = None,
         limit: int = 128,
         keepalive: float = DEFAULT_KEEPALIVE,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock``: what measures a connection's idle time (tests pass a ``VirtualClock``)."""
         if limit < 1:
             raise ValueError(f"limit: must be at least 1, not {limit}")
         self.host, self.port = host, port
@@ -152,6 +156,7 @@ class HttpPool:
         self.server_hostname = (server_hostname or host) if ssl_context is not None else None
         self.limit = limit
         self.keepalive = keepalive
+        self._now = clock.now if clock is not None else time.monotonic
         host_header = f"[{host}]" if ":" in host else host
         default_port = 443 if ssl_context is not None else 80
         self.host_header = host_header if port == default_port else f"{host_header}:{port}"
@@ -185,7 +190,7 @@ class HttpPool:
         idle = self._idle
         while idle:
             conn = idle.pop()
-            if not conn.closed and time.monotonic() - conn.last_used < self.keepalive:
+            if not conn.closed and self._now() - conn.last_used < self.keepalive:
                 return conn
             conn.close()
         return None
@@ -217,7 +222,7 @@ class HttpPool:
         return answer
 
     def _release(self, conn: _Connection) -> None:
-        now = time.monotonic()
+        now = self._now()
         conn.last_used = now
         idle = self._idle
         # the connection idle longest sits first: close those past their keep-alive

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import pytest
+from waiting import until
 
+from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.k8s.connection import ConnectionInfo
 from kopf_scheduler.k8s.http_pool import HttpPool, NoAnswer
 from kopf_scheduler.k8s.rest import RestClient
@@ -30,6 +32,8 @@ def ok(body: bytes = b'{"kind":"Status"}', status: int = 200, extra: str = "") -
 
 #: a piece of an answer that closes the connection instead
 CLOSE = b"<close>"
+#: a piece of an answer that waits until the test sets the server's ``release`` event
+WAIT = b"<wait>"
 #: an answer: the pieces to write (with a pause between), "close" to close the connection at once, "hang"
 #: to keep it open and silent
 Script = Callable[[Seen, int], "list[bytes] | str"]
@@ -42,6 +46,7 @@ class Server:
     connections: int = 0
     open_now: int = 0
     most_open: int = 0
+    release: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -69,6 +74,9 @@ class Server:
                 for piece in action:
                     if piece == CLOSE:
                         return
+                    if piece == WAIT:
+                        await self.release.wait()
+                        continue
                     writer.write(piece)
                     await writer.drain()
                     await asyncio.sleep(0.01)
@@ -198,7 +206,7 @@ async def test_timeout_closes_the_connection_so_a_late_answer_cannot_be_read_as_
 
     def script(seen: Seen, n: int) -> list[bytes] | str:
         if seen.target == "/slow":
-            return [b"", b"", b"", *ok(b'"late"')]  # 30 ms of pauses, then the answer
+            return [WAIT, *ok(b'"late"')]  # answered only once the client has given up
         return ok(b'"fresh"')
 
     state.script = script
@@ -206,6 +214,7 @@ async def test_timeout_closes_the_connection_so_a_late_answer_cannot_be_read_as_
     await pool.request("GET", get("/warm"), 5)
     with pytest.raises(TimeoutError):
         await pool.request("GET", get("/slow"), 0.01)
+    state.release.set()  # the late answer goes out now, on the connection the client closed
     assert (await pool.request("GET", get("/next"), 5)).body == b'"fresh"'
     assert [(s.connection, s.target) for s in state.seen] == [(1, "/warm"), (1, "/slow"), (2, "/next")]
     await pool.close()
@@ -216,7 +225,7 @@ async def test_cancelled_request_closes_its_connection(server: tuple[Server, int
     state.script = lambda seen, n: "hang" if seen.target == "/hang" else ok()
     pool = HttpPool("127.0.0.1", port)
     task = asyncio.create_task(pool.request("GET", get("/hang"), 5))
-    await asyncio.sleep(0.05)
+    await until(lambda: any(s.target == "/hang" for s in state.seen))  # the server has the request
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -238,13 +247,16 @@ async def test_requests_beyond_the_limit_wait_for_a_free_connection(server: tupl
 
 async def test_connection_idle_past_keepalive_is_not_reused(server: tuple[Server, int]) -> None:
     state, port = server
-    pool = HttpPool("127.0.0.1", port, keepalive=0.05)
+    clock = VirtualClock()
+    pool = HttpPool("127.0.0.1", port, keepalive=60.0, clock=clock)
     await pool.request("GET", get(), 5)
-    await asyncio.sleep(0.1)
+    clock.advance(59.9)
+    await pool.request("GET", get(), 5)  # idle for less than the keep-alive: reused
+    assert state.connections == 1
+    clock.advance(60.0)
     await pool.request("GET", get(), 5)
     assert state.connections == 2
-    await asyncio.sleep(0.05)
-    assert state.open_now == 1, "the expired connection was closed, not left open"
+    await until(lambda: state.open_now == 1)  # the expired connection was closed, not left open
     await pool.close()
 
 
@@ -252,14 +264,16 @@ async def test_most_recently_used_connection_is_reused_first(server: tuple[Serve
     """After a burst, a trickle of requests keeps one connection busy and lets the others expire."""
     state, port = server
     state.script = lambda seen, n: [b"", *ok()]
-    pool = HttpPool("127.0.0.1", port, keepalive=0.3)
+    clock = VirtualClock()
+    pool = HttpPool("127.0.0.1", port, keepalive=60.0, clock=clock)
     await asyncio.gather(*(pool.request("GET", get(), 5) for _ in range(5)))
     assert state.connections == 5
-    for _ in range(8):
+    for _ in range(8):  # one request every 10 s: the one connection in use never idles for 60 s
         await pool.request("GET", get(), 5)
-        await asyncio.sleep(0.05)
+        clock.advance(10.0)
     assert len({s.connection for s in state.seen[5:]}) == 1
-    assert pool.open_connections == 1 and state.open_now == 1
+    assert pool.open_connections == 1
+    await until(lambda: state.open_now == 1)  # the server saw the other four closed
     await pool.close()
 
 
