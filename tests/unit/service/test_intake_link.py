@@ -200,10 +200,12 @@ def test_stopping_ends_the_intake_process_without_a_failure(
     ignores_sigterm: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(intake_link, "STOP_TIMEOUT", 0.5)
+    # the child says it is past its signal set-up with one more frame, written after it
+    armed = f"os.write(fd, frame({intake_link.PODS!r}, 'ADDED', {_obj('armed')!r}))"
     then = (
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+        f"signal.signal(signal.SIGTERM, signal.SIG_IGN); {armed}; time.sleep(60)"
         if ignores_sigterm
-        else "time.sleep(60)"
+        else f"{armed}; time.sleep(60)"
     )
 
     async def run() -> tuple[int | None, list[str]]:
@@ -212,8 +214,7 @@ def test_stopping_ends_the_intake_process_without_a_failure(
         )
         await link.start()
         link.go()
-        await until(lambda: bool(sink.seen), timeout=10)
-        await asyncio.sleep(0.2)  # the child is past its signal set-up
+        await until(lambda: ("pod", "ADDED", _obj("armed")) in sink.seen, timeout=10)
         pid = link.pid
         await link.stop()
         return pid, failures
