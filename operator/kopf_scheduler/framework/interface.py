@@ -28,7 +28,6 @@ import numpy as np
 
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import ClusterEventWithHint
-from kopf_scheduler.framework.events import QueueingHint as QueueingHint  # re-export for older importers
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo

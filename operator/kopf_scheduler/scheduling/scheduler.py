@@ -162,9 +162,10 @@ class Scheduler(EventHandlers):
         self._bindings: set[asyncio.Task[None]] = set()
         #: extender answers recorded for the attempts of pods in flight (``schedule_one_async``)
         self._replays: dict[str, Replay] = {}
-        #: the pod whose attempt waits on extender calls, and the pods of extender profiles behind it
-        self._extender_wait: str | None = None
-        self._behind_extender_wait: collections.deque[QueuedPodInfo] = collections.deque()
+        #: per profile with extenders: the pod whose attempt waits on extender calls, and the pods of
+        #: that profile popped meanwhile, in order behind it
+        self._extender_wait: dict[str, str] = {}
+        self._behind_extender_wait: dict[str, collections.deque[QueuedPodInfo]] = {}
         #: await extender calls in the cycle instead (``simulate``: one pod after the other, as upstream)
         self.wait_for_extenders = False
         #: pending pods whose schedulerName no profile serves (yet): queued when a profile claims it
@@ -291,17 +292,22 @@ class Scheduler(EventHandlers):
     async def schedule_one_async(self, qp: QueuedPodInfo) -> None:
         """One pod's scheduling cycle; for a profile with extenders, replayed with the extenders' answers
         (``framework.extenders.replay``): the calls it still needs are made in the background and the pod
-        is tried again when they are answered, while the loop goes on with other pods. One pod of the
-        profiles with extenders waits at a time; the others popped meanwhile wait behind it in order."""
+        is tried again when they are answered, while the loop goes on with other pods. Per profile one
+        pod waits at a time; that profile's pods popped meanwhile wait behind it in order, and other
+        profiles are not held. An attempt whose extender calls do not settle within
+        ``MAX_REPLAY_ROUNDS`` rounds (the cluster kept changing what it asks) fails with an error and
+        backoff: the loop never waits for an extender itself."""
         framework = self.profiles.get(qp.pod.scheduler_name)
         uid = qp.pod.uid
         if framework is None or not framework.extenders or qp.pod.deletion_timestamp:
-            if self._replays or self._extender_wait is not None:  # none at all without extenders
+            if self._replays or self._extender_wait:  # none at all without extenders
                 self._end_extender_wait(uid)
             self.schedule_one(qp)
             return
-        if self._extender_wait is not None and self._extender_wait != uid:
-            self._behind_extender_wait.append(qp)
+        profile = framework.profile_name
+        waiting = self._extender_wait.get(profile)
+        if waiting is not None and waiting != uid:
+            self._behind_extender_wait.setdefault(profile, collections.deque()).append(qp)
             return
         replay = self._replays.get(uid)
         if replay is None:
@@ -318,32 +324,52 @@ class Scheduler(EventHandlers):
             except ExtenderCallNeeded as needed:
                 calls = needed.calls
                 self.next_start_node_index = rotation
+            except BaseException:
+                self.next_start_node_index = rotation
+                raise
             finally:
                 CURRENT.reset(token)
             if not calls:
                 break
             replay.rounds += 1
-            # the cluster changing under each try could keep changing what it asks: after a few
-            # rounds the attempt waits for its answers in the cycle, as upstream always does
-            if not self.wait_for_extenders and replay.rounds <= MAX_REPLAY_ROUNDS:
-                self._extender_wait = uid
-                self._start_binding(self._call_extenders(qp, replay, calls))
+            if self.wait_for_extenders:  # ``simulate``: one pod after the other, as upstream decides
+                try:
+                    await asyncio.gather(*(replay.fetch(call) for call in calls))
+                except asyncio.CancelledError:
+                    self._give_back(qp)
+                    raise
+                continue
+            if replay.rounds > MAX_REPLAY_ROUNDS:
+                self._end_extender_wait(uid)
+                self.fail_attempt(
+                    qp,
+                    f"scheduling failed: the extenders' answers did not settle in {MAX_REPLAY_ROUNDS} "
+                    "rounds (the cluster kept changing what the cycle asks them)",
+                )
                 return
-            try:
-                await asyncio.gather(*(replay.fetch(call) for call in calls))
-            except asyncio.CancelledError:
-                self._give_back(qp)
-                raise
+            self._extender_wait[profile] = uid
+            self._start_binding(self._call_extenders(qp, replay, calls))
+            return
         self._end_extender_wait(uid)
         self._start_binding(binding)
 
     def _end_extender_wait(self, uid: str) -> None:
-        """The attempt of ``uid`` no longer waits on extenders: the pods behind it go next, in order."""
+        """The attempt of ``uid`` no longer waits on extenders: the pods of its profile behind it go
+        next, in order."""
         self._replays.pop(uid, None)
-        if self._extender_wait == uid:
-            self._extender_wait = None
-            while self._behind_extender_wait:
-                self.queue.resume(self._behind_extender_wait.popleft())
+        for profile, waiting in list(self._extender_wait.items()):
+            if waiting == uid:
+                del self._extender_wait[profile]
+                behind = self._behind_extender_wait.pop(profile, collections.deque())
+                while behind:
+                    self.queue.resume(behind.popleft())
+
+    def fail_attempt(self, qp: QueuedPodInfo, message: str) -> None:
+        """Ends ``qp``'s attempt as an error: backoff, and a ``FailedScheduling`` event saying why."""
+        qp.unschedulable_plugins, qp.pending_plugins = set(), set()
+        qp.last_failure_was_error = True
+        if self.queue.add_unschedulable_if_not_present(qp) is not None:
+            self.client.record_failure(qp.pod, REASON_SCHEDULER_ERROR, message, None)
 
     async def _call_extenders(self, qp: QueuedPodInfo, replay: Replay, calls: list[PendingCall]) -> None:
         """Makes a replayed cycle's extender calls, then hands the pod back to the loop. Cancelled (the
@@ -381,15 +407,10 @@ class Scheduler(EventHandlers):
                 raise
             except Exception as e:  # a bug costs this pod one attempt, not the loop
                 log.exception("scheduling %s failed", qp.pod.key)
-                # nothing of the attempt is left behind: the pods of extender profiles queued behind
-                # its wait go next
+                # nothing of the attempt is left behind: the pods of its profile queued behind its
+                # extender wait go next
                 self._end_extender_wait(qp.pod.uid)
-                qp.unschedulable_plugins, qp.pending_plugins = set(), set()
-                qp.last_failure_was_error = True
-                if self.queue.add_unschedulable_if_not_present(qp) is not None:
-                    self.client.record_failure(
-                        qp.pod, REASON_SCHEDULER_ERROR, f"scheduling failed: {e}", None
-                    )
+                self.fail_attempt(qp, f"scheduling failed: {e}")
             await yield_to_intake()
 
     async def close_extenders(self) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 from kopf_scheduler.backend.queue import SchedulingQueue
 from kopf_scheduler.framework.clock import VirtualClock
-from kopf_scheduler.framework.events import Action, ClusterEvent, HintFn, Resource
-from kopf_scheduler.framework.interface import QueueingHint, QueueSortPlugin
+from kopf_scheduler.framework.events import Action, ClusterEvent, HintFn, QueueingHint, Resource
+from kopf_scheduler.framework.interface import QueueSortPlugin
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.status import Code, Status

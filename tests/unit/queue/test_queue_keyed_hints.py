@@ -18,8 +18,7 @@ from _queue_kit import (
 )
 
 from kopf_scheduler.backend.queue import ACTIVE, BACKOFF, GATED, UNSCHEDULABLE
-from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import Action, ClusterEvent, QueueingHint, Resource
 from kopf_scheduler.framework.pod_info import PodInfo
 
 CLAIM_CHANGE = ClusterEvent(Resource.RESOURCE_CLAIM, Action.ADD | Action.UPDATE)

@@ -8,8 +8,13 @@ from typing import Any
 from _queue_kit import FakeProfile, make_pod, make_queue
 
 from kopf_scheduler.backend.queue import ACTIVE, GATED
-from kopf_scheduler.framework.events import EVENT_UNSCHEDULED_POD_ADD, Action, ClusterEvent, Resource
-from kopf_scheduler.framework.interface import QueueingHint
+from kopf_scheduler.framework.events import (
+    EVENT_UNSCHEDULED_POD_ADD,
+    Action,
+    ClusterEvent,
+    QueueingHint,
+    Resource,
+)
 from kopf_scheduler.framework.pod_info import PodInfo
 
 POD_ADD = ClusterEvent(Resource.POD, Action.ADD)

@@ -403,3 +403,64 @@ async def test_a_cycle_that_raises_during_a_replay_ends_its_extender_wait() -> N
     poisoned = cluster.outcomes["uid-poison"]
     assert (poisoned.node, poisoned.reason) == (None, "SchedulerError")
     assert sched.queue.location("uid-poison") in ("backoff", "unschedulable", "active")
+
+
+async def test_a_slow_extender_holds_only_its_own_profile() -> None:
+    """Two profiles with extenders: while the first one's extender takes 1.5 s, the second profile's
+    pods are asked about and bound."""
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with (
+        FakeExtender({"filter": Answer({"NodeNames": ["n1"]}, delay=1.5)}) as slow,
+        FakeExtender({"filter": Answer({"NodeNames": ["n1"]})}) as quick,
+    ):
+        for name, ext in ((NAME, slow), ("quick", quick)):
+            extender = {"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True}
+            sched.set_profile(parse_profile({"schedulerName": name, "extenders": [extender]}))
+        for node in _nodes("n1", cpu="8"):
+            sched.add_node(node)
+        pods = [("slow-1", NAME), ("slow-2", NAME), ("quick-1", "quick"), ("quick-2", "quick")]
+        async with _running(sched, cluster, pods):
+            await _bound(cluster, 2, timeout=1.0)  # well before the slow extender answers
+            assert [key for key, _ in cluster.bindings] == ["default/quick-1", "default/quick-2"]
+            await _bound(cluster, 4, timeout=10)
+    assert [key for key, _ in cluster.bindings][2:] == ["default/slow-1", "default/slow-2"]
+
+
+async def test_extender_answers_that_never_settle_fail_the_attempt_without_holding_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every answer comes after the cluster changed what the cycle asks (a node added meanwhile): after
+    MAX_REPLAY_ROUNDS rounds the attempt fails with an error and backoff; the loop never awaited the
+    extender itself, so another profile's pod was bound meanwhile."""
+    from kopf_scheduler.scheduling import scheduler as scheduler_module
+
+    monkeypatch.setattr(scheduler_module, "MAX_REPLAY_ROUNDS", 2)
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    added = []
+
+    def answer(body: Any) -> Answer:
+        added.append(f"n{len(added) + 2}")  # the cluster changes while the call is in flight
+        return Answer({"NodeNames": body["NodeNames"]}, delay=0.2)
+
+    with FakeExtender({"filter": answer}) as ext:
+        [(_, spec)] = _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True})
+        sched.set_profile(spec)
+        sched.set_profile(ProfileSpec(scheduler_name="plain"))
+        for node in _nodes("n1", cpu="8"):
+            sched.add_node(node)
+        async with _running(sched, cluster, [("unsettled", NAME), ("plain-1", "plain")]):
+            async with asyncio.timeout(10):
+                while cluster.outcomes.get("uid-unsettled") is None or not cluster.bindings:
+                    for name in added:
+                        if sched.cache.node_info(name) is None:
+                            sched.add_node(_nodes(name, cpu="8")[0])
+                    await asyncio.sleep(0.01)
+    assert [key for key, _ in cluster.bindings] == ["default/plain-1"]
+    outcome = cluster.outcomes["uid-unsettled"]
+    assert outcome.reason == "SchedulerError"
+    assert "did not settle in 2 rounds" in outcome.message
+    assert len(ext.requests) == 2  # two rounds of calls, none awaited by the loop; the third is not made

@@ -26,14 +26,13 @@ import enum
 from collections.abc import Hashable, Mapping
 from typing import Any, Protocol
 
-from kopf_scheduler.framework.events import ClusterEvent, HintFn, Resource
+from kopf_scheduler.framework.events import ClusterEvent, HintFn, QueueingHint, Resource
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     PermitPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
-    QueueingHint,
     ReservePlugin,
 )
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
