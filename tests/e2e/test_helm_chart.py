@@ -146,3 +146,24 @@ def test_one_replica_gets_no_disruption_budget_and_an_unknown_profile_is_refused
     )
     assert done.returncode != 0
     assert 'shippedProfiles: no shipped profile "nope"' in done.stderr
+
+
+def _template_error(*values: str) -> str:
+    done = subprocess.run(
+        [str(built_tool("helm", "helm")), "template", "rel", str(CHART), *values],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0, done.stdout
+    return done.stderr
+
+
+def test_two_replicas_without_leader_election_are_refused() -> None:
+    error = _template_error("--set", "leaderElection.enabled=false")
+    assert "leaderElection.enabled: false with replicaCount 2 would run 2 schedulers binding at once" in error
+    one_replica = render("sched", "--set", "leaderElection.enabled=false", "--set", "replicaCount=1")
+    [deployment] = [o for o in one_replica if o["kind"] == "Deployment"]
+    assert deployment["spec"]["replicas"] == 1
+    assert "--leader-elect=false" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
