@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from waiting import until
 
 from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
@@ -316,14 +318,29 @@ async def _bound(cluster: SimulatedCluster, count: int, timeout: float) -> None:
             await asyncio.sleep(0.01)
 
 
+def _held(answer: Answer) -> tuple[Callable[[Any], Answer], threading.Event]:
+    """A verb's reply that comes only once the event returned is set (the extender's handler thread
+    waits for it): the test, not the clock, decides when a slow extender answers."""
+    release = threading.Event()
+
+    def reply(body: Any) -> Answer:
+        release.wait(60)
+        return answer
+
+    return reply, release
+
+
 async def test_a_slow_extender_holds_neither_the_loop_nor_the_order_of_its_own_pods() -> None:
-    """While one pod's filter extender takes 1.5 s, another profile's pods are bound; the extender
+    """While one pod's filter extender holds its answer, another profile's pods are bound; the extender
     profile's second pod waits behind its first, and both are bound in their order once it answers."""
     cluster = SimulatedCluster()
     sched = Scheduler(cluster)
     cluster.on_update = sched.update_pod
-    with FakeExtender({"filter": Answer({"NodeNames": ["n1"]}, delay=1.5)}) as ext:
-        [(_, spec)] = _profile({"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True})
+    reply, release = _held(Answer({"NodeNames": ["n1"]}))
+    with FakeExtender({"filter": reply}) as ext:
+        [(_, spec)] = _profile(
+            {"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True, "httpTimeout": "60s"}
+        )
         sched.set_profile(spec)
         sched.set_profile(ProfileSpec(scheduler_name="plain"))
         for node in _nodes("n1", cpu="8"):
@@ -339,15 +356,14 @@ async def test_a_slow_extender_holds_neither_the_loop_nor_the_order_of_its_own_p
             sched.add_pod(pod)
         loop = asyncio.create_task(sched.run())
         try:
-            async with asyncio.timeout(1.0):  # well before the extender answers
-                while len(cluster.bindings) < 2:
-                    await asyncio.sleep(0.01)
+            await _bound(cluster, 2, timeout=10)  # while the extender has not answered
             assert [key for key, _ in cluster.bindings] == ["default/quick-1", "default/quick-2"]
+            await until(lambda: ext.requests)
             assert len(ext.requests) == 1  # slow-2 waits behind slow-1 without a call of its own
-            async with asyncio.timeout(10):
-                while len(cluster.bindings) < 4:
-                    await asyncio.sleep(0.01)
+            release.set()
+            await _bound(cluster, 4, timeout=10)
         finally:
+            release.set()
             loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
@@ -406,25 +422,32 @@ async def test_a_cycle_that_raises_during_a_replay_ends_its_extender_wait() -> N
 
 
 async def test_a_slow_extender_holds_only_its_own_profile() -> None:
-    """Two profiles with extenders: while the first one's extender takes 1.5 s, the second profile's
-    pods are asked about and bound."""
+    """Two profiles with extenders: while the first one's extender holds its answer, the second
+    profile's pods are asked about and bound."""
     cluster = SimulatedCluster()
     sched = Scheduler(cluster)
     cluster.on_update = sched.update_pod
+    reply, release = _held(Answer({"NodeNames": ["n1"]}))
     with (
-        FakeExtender({"filter": Answer({"NodeNames": ["n1"]}, delay=1.5)}) as slow,
+        FakeExtender({"filter": reply}) as slow,
         FakeExtender({"filter": Answer({"NodeNames": ["n1"]})}) as quick,
     ):
         for name, ext in ((NAME, slow), ("quick", quick)):
-            extender = {"urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True}
+            extender = {
+                "urlPrefix": ext.url, "filterVerb": "filter", "nodeCacheCapable": True, "httpTimeout": "60s",
+            }  # fmt: skip
             sched.set_profile(parse_profile({"schedulerName": name, "extenders": [extender]}))
         for node in _nodes("n1", cpu="8"):
             sched.add_node(node)
         pods = [("slow-1", NAME), ("slow-2", NAME), ("quick-1", "quick"), ("quick-2", "quick")]
-        async with _running(sched, cluster, pods):
-            await _bound(cluster, 2, timeout=1.0)  # well before the slow extender answers
-            assert [key for key, _ in cluster.bindings] == ["default/quick-1", "default/quick-2"]
-            await _bound(cluster, 4, timeout=10)
+        try:
+            async with _running(sched, cluster, pods):
+                await _bound(cluster, 2, timeout=10)  # while the slow extender has not answered
+                assert [key for key, _ in cluster.bindings] == ["default/quick-1", "default/quick-2"]
+                release.set()
+                await _bound(cluster, 4, timeout=10)
+        finally:
+            release.set()
     assert [key for key, _ in cluster.bindings][2:] == ["default/slow-1", "default/slow-2"]
 
 
