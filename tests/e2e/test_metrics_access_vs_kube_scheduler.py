@@ -130,7 +130,7 @@ def test_the_secure_port_answers_every_caller_as_kube_scheduler_does(
     }
     with delegating_kube_scheduler(control_plane, scope, tmp_path) as theirs:
         for caller, token in callers.items():
-            for path in ("/metrics", "/readyz", "/configz"):
+            for path in ("/metrics", "/readyz", "/healthz", "/livez", "/configz"):
                 upstream_status, upstream_body = get(theirs + path, token)
                 status, body = get(ours + path, token)
                 if path == "/configz" and upstream_status == 200:
@@ -140,6 +140,8 @@ def test_the_secure_port_answers_every_caller_as_kube_scheduler_does(
                 if status == 200:
                     if path == "/metrics":
                         assert "# TYPE scheduler_schedule_attempts_total counter" in body
+                    if path in ("/healthz", "/livez"):
+                        assert body == upstream_body == "ok", (caller, path)
                     continue
                 assert json.loads(body) == json.loads(upstream_body), (caller, path)
     expected = {

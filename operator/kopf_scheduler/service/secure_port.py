@@ -1,4 +1,5 @@
-"""The secure port: ``/metrics`` and ``/readyz`` served as kube-scheduler serves them on 10259.
+"""The secure port: ``/metrics``, ``/healthz``, ``/livez`` and ``/readyz`` served as kube-scheduler serves
+them on 10259 (a probe copied from kube-scheduler's manifest works unchanged).
 
 HTTPS (TLS 1.2 or later) with ``--tls-cert-file``/``--tls-private-key-file``, re-read when the files
 change (a rotated Secret), or else with a self-signed certificate made at start, as kube-scheduler does
@@ -147,6 +148,7 @@ class MetricsServer:
         registry: CollectorRegistry,
         ready: Callable[[], tuple[bool, str]] | None = None,
         make_rest: Callable[[], RestClient] | None = None,
+        live: Callable[[], tuple[bool, str]] | None = None,
     ) -> None:
         """``make_rest`` builds the client of the reviews (called on the server's thread); needed unless
         ``config.insecure``."""
@@ -155,6 +157,8 @@ class MetricsServer:
         self.config = config
         self.registry = registry
         self.ready = ready
+        #: /healthz and /livez: (healthy, why not); None: always healthy
+        self.live = live
         self._make_rest = make_rest
         self._certificate = None if config.insecure else _Certificate(config.cert_file, config.key_file)
         self._auth: DelegatedAuth | None = None
@@ -205,6 +209,8 @@ class MetricsServer:
         app = web.Application(middlewares=[] if self.config.insecure else [self._authorise])
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/livez", self._livez)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         address = "127.0.0.1" if self.config.insecure else self.config.bind_address
@@ -255,6 +261,19 @@ class MetricsServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         ok, why = self.ready() if self.ready is not None else (True, "serving")
         return web.Response(status=200 if ok else 503, text=f"{'ok' if ok else 'not ready'}: {why}\n")
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return self._health("healthz")
+
+    async def _livez(self, request: web.Request) -> web.Response:
+        return self._health("livez")
+
+    def _health(self, endpoint: str) -> web.Response:
+        """As kube-scheduler's health endpoints answer: ``ok``, or 500 naming the failed check."""
+        ok, why = self.live() if self.live is not None else (True, "")
+        if ok:
+            return web.Response(status=200, text="ok")
+        return web.Response(status=500, text=f"[-]supervisor failed: {why}\n{endpoint} check failed\n")
 
     def stop(self, timeout: float = 5.0) -> None:
         loop, thread = self._loop, self._thread

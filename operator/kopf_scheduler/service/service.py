@@ -126,6 +126,7 @@ class SchedulerService:
                     self.metrics.registry,
                     ready=self.readiness,
                     make_rest=self._review_rest,
+                    live=self.liveness,
                 )
                 server.start()
             except ServingError as e:
@@ -271,6 +272,11 @@ class SchedulerService:
         await self.heap.stop()
         if self.metrics_server is not None:
             await asyncio.to_thread(self.metrics_server.stop)
+
+    def liveness(self) -> tuple[bool, str]:
+        """Alive until a background task failed (the secure port's /healthz and /livez). Called from the
+        metrics server's thread: reads only."""
+        return self.supervisor.healthy, self.supervisor.failure
 
     def readiness(self) -> tuple[bool, str]:
         """Ready when the initial lists are loaded and this instance leads or stands by (campaigns for

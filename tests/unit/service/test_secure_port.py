@@ -31,13 +31,17 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(
-    config: ServingConfig, api: ReviewServer | None = None, ready: tuple[bool, str] = (True, "leading")
+    config: ServingConfig,
+    api: ReviewServer | None = None,
+    ready: tuple[bool, str] = (True, "leading"),
+    live: tuple[bool, str] = (True, ""),
 ) -> Iterator[MetricsServer]:
     server = MetricsServer(
         config,
         SchedulerMetrics().registry,
         ready=lambda: ready,
         make_rest=lambda: (api or ReviewServer()).api,
+        live=lambda: live,
     )  # type: ignore[arg-type,return-value]
     server.start()
     try:
@@ -151,3 +155,20 @@ def test_a_taken_port_is_one_line_naming_it() -> None:
         port = taken.getsockname()[1]
         with pytest.raises(ServingError, match=rf"^metrics port {port} is in use \(\[Errno 98\]"):
             MetricsServer(ServingConfig(port, insecure=True), SchedulerMetrics().registry).start()
+
+
+def test_the_health_endpoints_of_kube_scheduler_answer_without_credentials() -> None:
+    """/healthz and /livez on the secure port, as kube-scheduler serves them beside /readyz: a probe
+    copied from its manifest works; a failed background task turns them red, naming it."""
+    port = free_port()
+    with serving(ServingConfig(port, bind_address="127.0.0.1")) as server:
+        assert get(f"{server.url}/healthz") == (200, "ok")
+        assert get(f"{server.url}/livez") == (200, "ok")
+    port = free_port()
+    broken = (False, "watch intake process ended (exit code 1)")
+    with serving(ServingConfig(port, bind_address="127.0.0.1"), live=broken) as server:
+        assert get(f"{server.url}/healthz") == (
+            500,
+            "[-]supervisor failed: watch intake process ended (exit code 1)\nhealthz check failed\n",
+        )
+        assert get(f"{server.url}/livez")[0] == 500
