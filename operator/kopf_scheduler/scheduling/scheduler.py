@@ -44,7 +44,7 @@ from kopf_scheduler.framework.extenders.replay import (
 from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.runtime.build import build_framework
-from kopf_scheduler.framework.runtime.framework import Framework
+from kopf_scheduler.framework.runtime.framework import Framework, profile_replaced_message
 from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.runtime.registry import Registry
 from kopf_scheduler.plugins.defaults import default_plugins
@@ -207,10 +207,13 @@ class Scheduler(EventHandlers):
 
     def install(self, framework: Framework) -> None:
         """Serves ``framework.profile_name`` with ``framework``; pods the previous version left
-        unschedulable are retried, pods nobody served until now are queued."""
+        unschedulable are retried, pods nobody served until now are queued. Pods waiting at Permit in
+        the previous version are rejected together: a gang is then placed as a whole by this one."""
         name = framework.profile_name
         previous = self.profiles.get(name)
         self.profiles[name] = framework
+        if previous is not None and previous is not framework:
+            previous.reject_waiting_pods(profile_replaced_message(name, framework.generation))
         self._choose_queue_sort()
         if previous is not None:
             self.queue.move_all_to_active_or_backoff(EVENT_FORCE_ACTIVATE, None, None)

@@ -1,10 +1,12 @@
 """Gangs through the whole scheduler (queue, cycle, Permit, binding) in virtual time: bound only once every
 member is assumed, none bound while one member fits nowhere, held out of the queue until enough members
-exist, released together when the wait times out; and the one queue sort every profile shares."""
+exist, released together when the wait times out, requeued together when their profile is updated while
+they wait at Permit; and the one queue sort every profile shares."""
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from kopf_scheduler.backend.queue import GATED
 from kopf_scheduler.framework.objects import POD_GROUPS
 from kopf_scheduler.framework.objects.podgroups import POD_GROUP_LABEL
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.runtime.framework import profile_replaced_message
 from kopf_scheduler.plugins.coscheduling import REJECTED_IN_POST_FILTER, Coscheduling, gang_rejected_message
 from kopf_scheduler.plugins.priority_sort import PrioritySort
 from kopf_scheduler.scheduling.scheduler import Scheduler
@@ -179,6 +182,42 @@ async def test_minresources_the_cluster_cannot_hold_are_refused_at_pre_filter() 
     assert _bound(client) == []
     message = _failures(client)["w0"][0]
     assert message.startswith("0/1 nodes are available: resource gap: map[cpu:12]."), message
+
+
+async def test_a_profile_update_requeues_a_gang_waiting_at_permit_together() -> None:
+    """The new generation's framework does not know the members the old one holds at Permit: a member
+    tried under it would wait alone while its siblings wait in the old one until the gang's timeout.
+    Installing it rejects every pod waiting in the old one at once, the reason in their events."""
+    scheduler, client, clock = _scheduler({"podGroupRejectPercentage": 100})
+    scheduler.add_node(make_node().name("n1").capacity(cpu="3", memory="8Gi", pods="110").obj())
+    _group(scheduler, "train", 4, scheduleTimeoutSeconds=300)
+    for i in range(3):
+        scheduler.add_pod(_member(f"w{i}", "train"))
+    scheduler.add_pod(_member("w3", "train", gpu="yes"))  # fits nowhere yet
+    await _run(scheduler)
+    old = scheduler.profiles[GANG]
+    assert sorted(w.pod.name for w in old.waiting_pods.all()) == ["w0", "w1", "w2"]
+
+    doc = copy.deepcopy(yaml.safe_load(PROFILE.read_text()))
+    doc["metadata"]["generation"] = 2
+    doc["spec"]["pluginConfig"][0]["args"]["podGroupRejectPercentage"] = 100
+    new = scheduler.set_profile(parse_profile(doc))
+    await _run(scheduler)
+    assert old.waiting_pods.all() == []  # all three retried at once: they wait together in the new one
+    assert sorted(w.pod.name for w in new.waiting_pods.all()) == ["w0", "w1", "w2"]
+    reason = on_one_node(profile_replaced_message(GANG, 2))
+    assert all(reason in _failures(client)[f"w{i}"] for i in range(3)), _failures(client)
+
+    # the node w3 needs arrives: the whole gang is placed under the new profile, long before its timeout
+    scheduler.add_node(
+        make_node().name("n2").label("gpu", "yes").capacity(cpu="4", memory="8Gi", pods="110").obj()
+    )
+    for _ in range(6):
+        clock.advance(5.0)
+        scheduler.queue.flush_due()
+        await _run(scheduler)
+    assert sorted(_bound(client)) == ["w0", "w1", "w2", "w3"]
+    assert client.held_at_bind == [4, 4, 4, 4]
 
 
 def test_one_queue_sort_for_every_profile_whatever_the_install_order() -> None:

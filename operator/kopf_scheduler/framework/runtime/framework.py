@@ -295,6 +295,15 @@ class ScoreBreakdown:
     weighted: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+def profile_replaced_message(profile: str, generation: int | None) -> str:
+    """Why the pods waiting at Permit in a replaced framework are rejected (``reject_waiting_pods``)."""
+    version = f"generation {generation}" if generation is not None else "a new version"
+    return (
+        f"profile {profile} was replaced by {version} while the pod waited at Permit: every pod waiting "
+        "there is rejected at once, so a gang is requeued together"
+    )
+
+
 @dataclass
 class Framework:
     profile_name: str
@@ -805,6 +814,15 @@ class Framework:
             self.waiting_pods.add(WaitingPod(pod, timeouts, self.clock))
             return Status(Code.WAIT, (), next(iter(timeouts)))
         return None
+
+    def reject_waiting_pods(self, message: str) -> int:
+        """Rejects every pod waiting at Permit, all at once (a gang's members fail, are unreserved and
+        requeue together), each by the first plugin it still waits for; returns how many."""
+        waiting = self.waiting_pods.all()
+        for pod in waiting:
+            pending = pod.pending_plugins()
+            pod.reject(pending[0] if pending else "", message)
+        return len(waiting)
 
     async def wait_on_permit(self, pod: PodInfo) -> Status | None:
         waiting = self.waiting_pods.get(pod.uid)
