@@ -1,5 +1,6 @@
 """The extender protocol's JSON, as kube-scheduler writes and reads it (``extender/v1/types.go``: Go field
-names as keys, read back ignoring case, ``null`` as empty)."""
+names as keys, read back ignoring case, ``null`` as empty), within Go's bounds: integers as ``int64``, and
+nesting refused with an error rather than a crash."""
 
 from __future__ import annotations
 
@@ -93,6 +94,49 @@ def test_host_priorities() -> None:
 def test_host_priority_score_must_be_an_integer(score: Any) -> None:
     with pytest.raises(wire.WireError):
         wire.decode_host_priorities([{"Host": "n1", "Score": score}])
+
+
+@pytest.mark.parametrize(
+    ("literal", "shown"),
+    [
+        ("1e20", "1e20"),
+        ("100000000000000000000", "100000000000000000000"),
+        ("9223372036854775808", "9223372036854775808"),
+        ("-9223372036854775809", "-9223372036854775809"),
+        ("5.0", "5.0"),
+    ],
+    ids=["exponent", "10**20", "int64-max+1", "int64-min-1", "fraction"],
+)
+def test_host_priority_score_is_a_go_int64(literal: str, shown: str) -> None:
+    """Go's ``encoding/json`` refuses, in its words, what does not fit the ``int64`` field."""
+    with pytest.raises(wire.WireError) as e:
+        wire.decode_host_priorities(wire.decode(f'[{{"Host": "n1", "Score": {literal}}}]'.encode()))
+    assert str(e.value) == (
+        f"json: cannot unmarshal number {shown} into Go struct field HostPriority.Score of type int64"
+    )
+
+
+def test_host_priority_score_int64_limits_are_accepted() -> None:
+    body = b'[{"Host": "a", "Score": 9223372036854775807}, {"Host": "b", "Score": -9223372036854775808}]'
+    assert wire.decode_host_priorities(wire.decode(body)) == [("a", 2**63 - 1), ("b", -(2**63))]
+
+
+def test_pdb_violations_are_a_go_int64() -> None:
+    body = b'{"NodeNameToMetaVictims": {"n1": {"Pods": [], "NumPDBViolations": 1e3}}}'
+    with pytest.raises(wire.WireError) as e:
+        wire.decode_preemption_result(wire.decode(body))
+    assert str(e.value) == (
+        "json: cannot unmarshal number 1e3 into Go struct field MetaVictims.NumPDBViolations of type int64"
+    )
+
+
+@pytest.mark.parametrize("body", [b"[" * 200_000, b'{"a":' * 50_000, b"[" * 2_000 + b"]" * 2_000])
+def test_nesting_too_deep_is_an_invalid_answer_not_a_crash(body: bytes) -> None:
+    """Python's parser recurses (Go's decoder iterates and stops at 10000 levels): nesting it cannot
+    parse is an invalid answer like any other, never a ``RecursionError`` out of the cycle."""
+    with pytest.raises(wire.WireError) as e:
+        wire.decode(body)
+    assert str(e.value) == "invalid JSON: exceeded max depth"
 
 
 def test_binding() -> None:

@@ -394,14 +394,27 @@ async def test_every_try_of_an_attempt_asks_the_extender_about_the_same_nodes() 
     assert verb == "filter" and len(args["NodeNames"]) == 100
 
 
-async def test_a_cycle_that_raises_during_a_replay_ends_its_extender_wait() -> None:
-    """One pod's replayed cycle raises (here: an extender score no node total can hold): that pod's
-    attempt ends with a SchedulerError and backoff, and the pods of extender profiles queued behind its
-    wait are still scheduled."""
+async def test_a_cycle_that_raises_during_a_replay_ends_its_extender_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One pod's replayed cycle raises (here: a bug once the answers are in, stood in for by a prioritize
+    step that raises for the pod "poison"; no extender answer makes a cycle raise): that pod's attempt
+    ends with a SchedulerError and backoff, and the pods of extender profiles queued behind its wait are
+    still scheduled."""
+    from kopf_scheduler.framework.extenders import scheduling as extending
+
+    prioritize_with_extenders = extending.prioritize
+
+    async def buggy(extenders: Any, pod: Any, nodes: Any) -> Any:
+        result = await prioritize_with_extenders(extenders, pod, nodes)  # the replay's calls first
+        if pod.name == "poison":
+            raise RuntimeError("a bug")
+        return result
+
+    monkeypatch.setattr(extending, "prioritize", buggy)
 
     def prioritize(body: Any) -> Answer:
-        score = 10**20 if body["Pod"]["metadata"]["name"] == "poison" else 5
-        return Answer([{"Host": n, "Score": score} for n in body["NodeNames"]])
+        return Answer([{"Host": n, "Score": 5} for n in body["NodeNames"]])
 
     cluster = SimulatedCluster()
     sched = Scheduler(cluster)
@@ -419,6 +432,51 @@ async def test_a_cycle_that_raises_during_a_replay_ends_its_extender_wait() -> N
     poisoned = cluster.outcomes["uid-poison"]
     assert (poisoned.node, poisoned.reason) == (None, "SchedulerError")
     assert sched.queue.location("uid-poison") in ("backoff", "unschedulable", "active")
+
+
+@pytest.mark.parametrize(
+    ("verb", "poison", "fails"),
+    [
+        ("filter", b"[" * 200_000, True),
+        ("prioritize", b'[{"Host": "n1", "Score": 100000000000000000000}]', False),
+        ("prioritize", b'[{"Host": "n1", "Score": 1e20}]', False),
+    ],
+    ids=["filter-nested-200KB", "prioritize-10**20", "prioritize-1e20"],
+)
+async def test_a_bad_answer_is_that_extenders_error_and_the_loop_goes_on(
+    verb: str, poison: bytes, fails: bool
+) -> None:
+    """Answers upstream's decoder refuses are errors of the extender that sent them, as upstream: a
+    filter error fails the pod's attempt with an error that names the extender; a prioritize error costs
+    only that extender's scores. Nothing raises out of the cycle, and the pods behind are scheduled."""
+
+    def answer(body: Any) -> Answer:
+        if body["Pod"]["metadata"]["name"] == "poison":
+            return Answer(poison)
+        if verb == "filter":
+            return Answer({"NodeNames": body["NodeNames"]})
+        return Answer([{"Host": n, "Score": 5} for n in body["NodeNames"]])
+
+    cluster = SimulatedCluster()
+    sched = Scheduler(cluster)
+    cluster.on_update = sched.update_pod
+    with FakeExtender({verb: answer}) as ext:
+        extender = {"urlPrefix": ext.url, f"{verb}Verb": verb, "nodeCacheCapable": True}
+        [(_, spec)] = _profile({**extender, "weight": 1} if verb == "prioritize" else extender)
+        sched.set_profile(spec)
+        for node in _nodes("n1", "n2", cpu="8"):
+            sched.add_node(node)
+        async with _running(sched, cluster, [("poison", NAME), ("after-1", NAME), ("after-2", NAME)]):
+            await _bound(cluster, 2 if fails else 3, timeout=10)
+    bound = sorted(key for key, _ in cluster.bindings)
+    assert bound == (["default/after-1", "default/after-2"] if fails else [
+        "default/after-1", "default/after-2", "default/poison"])  # fmt: skip
+    if fails:
+        poisoned = cluster.outcomes["uid-poison"]
+        assert (poisoned.node, poisoned.reason) == (None, "SchedulerError")
+        assert poisoned.message == (
+            f"decoding the filter answer of extender {ext.url}: invalid JSON: exceeded max depth"
+        )
 
 
 async def test_a_slow_extender_holds_only_its_own_profile() -> None:

@@ -4,7 +4,10 @@ Those Go structs have no JSON tags, so kube-scheduler sends their Go field names
 ``Nodes``, ``NodeNames``, ``FailedNodes``, ``Host``, ``Score``, ``PodUID``, ...) and reads answers the way
 ``encoding/json`` does: an exact key first, else one that matches ignoring case (so ``nodenames`` or
 ``failedNodes`` work too), ``null`` as empty. Encoders here write exactly what kube-scheduler writes;
-decoders accept exactly what it accepts and raise ``WireError`` where it would fail to decode.
+decoders accept exactly what it accepts and raise ``WireError`` where it would fail to decode: every
+number is an ``int64`` (``1e20``, ``5.0`` and ``10**20`` are refused in Go's words), and nesting deeper
+than Python's parser can follow (about 1000 levels; Go stops at 10000) is an invalid answer, not a
+``RecursionError``. An answer's size is bounded before it is decoded (``transport.response_limit``).
 
 Shapes (``types.go``):
 
@@ -29,6 +32,8 @@ from typing import Any
 
 #: ``extenderv1.MaxExtenderPriority``: an extender scores nodes from 0 (``MinExtenderPriority``) to this
 MAX_EXTENDER_PRIORITY = 10
+#: the range of Go's ``int64``, the type of every number in the protocol
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class WireError(ValueError):
@@ -51,9 +56,22 @@ def encode(document: Any) -> bytes:
     return json.dumps(document, separators=(",", ":"), default=_json_default).encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Fraction:
+    """A JSON number with a fraction or an exponent, as written: no field of the protocol takes one (Go
+    refuses ``5.0`` and ``1e20`` for an ``int64``), and errors quote it as Go does."""
+
+    text: str
+
+
 def decode(body: bytes) -> Any:
+    """The JSON document ``body``; ``WireError`` for anything that is not one. Numbers with a fraction or
+    an exponent come back as ``Fraction``. Nesting is bounded by the interpreter's recursion limit (about
+    1000 levels; Go's decoder allows 10000): deeper is an invalid answer, never a ``RecursionError``."""
     try:
-        return json.loads(body)
+        return json.loads(body, parse_float=Fraction)
+    except RecursionError:
+        raise WireError("invalid JSON: exceeded max depth") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise WireError(f"invalid JSON: {e}") from None
 
@@ -97,9 +115,10 @@ def _string(value: Any, what: str) -> str:
 
 
 def _int(value: Any, what: str) -> int:
+    """An ``int64`` field: Go refuses a fraction or an exponent (``5.0``, ``1e3``), and out of range."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int):  # Go refuses 5.0 and 5e0 for an int64 too
+    if isinstance(value, bool) or not isinstance(value, int) or not INT64_MIN <= value <= INT64_MAX:
         raise WireError(
             f"json: cannot unmarshal {_json_type(value)} into Go struct field {what} of type int64"
         )
@@ -109,6 +128,8 @@ def _int(value: Any, what: str) -> int:
 def _json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
+    if isinstance(value, Fraction):
+        return f"number {value.text}"
     if isinstance(value, (int, float)):
         return f"number {value}"
     if isinstance(value, str):
