@@ -95,7 +95,12 @@ class HTTPExtender:
 
         As upstream: a cache-capable extender's ``NodeNames`` must name input nodes; otherwise the
         returned Node objects count (a non-cache-capable extender's ``NodeNames`` are ignored), and an
-        answer with neither passes no node."""
+        answer with neither passes no node.
+
+        Bounded beyond upstream, which takes any Node objects a non-cache-capable extender returns (nodes
+        the filter plugins refused, or none it knows) and records a failure for any name: the nodes passed
+        must be among those sent, whichever way they are named, each counts once (so never more than were
+        sent), and failures named for nodes not sent are dropped."""
         if not self.is_filter:
             return [n.name for n in nodes], {}, {}
         try:
@@ -107,22 +112,27 @@ class HTTPExtender:
         if result.error:
             raise ExtenderError(result.error)
         if self.spec.node_cache_capable and result.node_names is not None:
-            known = {n.name for n in nodes}
-            for name in result.node_names:
-                if name not in known:
-                    raise ExtenderError(
-                        f'extender "{self.name}" claims a filtered node "{name}" which is not found in the '
-                        "input node list"
-                    )
-            passed = result.node_names
+            named = result.node_names
         elif result.nodes is not None:
-            passed = result.nodes
+            named = result.nodes
         else:
-            passed = []
-        return passed, result.failed, result.failed_and_unresolvable
+            named = []
+        sent = {n.name for n in nodes}
+        for name in named:
+            if name not in sent:
+                raise ExtenderError(
+                    f'extender "{self.name}" claims a filtered node "{name}" which is not found in the '
+                    "input node list"
+                )
+        passed = list(dict.fromkeys(named))
+        failed = {n: r for n, r in result.failed.items() if n in sent}
+        unresolvable = {n: r for n, r in result.failed_and_unresolvable.items() if n in sent}
+        return passed, failed, unresolvable
 
     async def prioritize(self, pod: PodInfo, nodes: Sequence[NodeInfo]) -> tuple[list[tuple[str, int]], int]:
-        """((host, score 0..10) pairs, weight); nothing and weight 0 without a prioritize verb."""
+        """((host, score 0..10) pairs, weight); nothing and weight 0 without a prioritize verb. Beyond
+        upstream, which adds up whatever the list holds, an answer may hold at most one score per node
+        sent."""
         if not self.is_prioritizer:
             return [(n.name, 0) for n in nodes], 0
         try:
@@ -131,6 +141,10 @@ class HTTPExtender:
             )
         except wire.WireError as e:
             raise ExtenderError(str(e)) from None
+        if len(scores) > len(nodes):
+            raise ExtenderError(
+                f"extender {self.name} answered {len(scores)} scores for the {len(nodes)} nodes it was sent"
+            )
         return scores, self.weight
 
     async def bind(self, pod: PodInfo, node_name: str) -> None:
@@ -159,8 +173,9 @@ class HTTPExtender:
         Beyond upstream, which takes any pod of the node: the answer may only narrow what it was sent. A
         node must be one of the candidates, each victim one of that candidate's victims and of lower
         priority than ``pod``; else the answer is an ``ExtenderError`` (an extender cannot make
-        preemption delete a pod the scheduler would not). Upstream's checks come first, so where upstream
-        fails too the words are its own."""
+        preemption delete a pod the scheduler would not). A victim named twice counts once, and a node's
+        ``NumPDBViolations`` must lie in 0..its victims (it orders the candidates). Upstream's checks come
+        first, so where upstream fails too the words are its own."""
         if not self.supports_preemption:
             raise ExtenderError(
                 f"preempt verb is not defined for extender {self.name} but run into ProcessPreemption"
@@ -192,7 +207,7 @@ class HTTPExtender:
             by_uid = {p.uid: p for p in node.pods.values()}
             candidates = {p.uid for p in sent[0]} if sent is not None else set()
             pods = []
-            for uid in meta.uids:
+            for uid in dict.fromkeys(meta.uids):
                 found = by_uid.get(uid)
                 if found is None:  # upstream's check first, with its words
                     raise ExtenderError(
@@ -215,5 +230,10 @@ class HTTPExtender:
                 pods.append(found)
             if sent is None:
                 raise not_a_candidate
+            if not 0 <= meta.num_pdb_violations <= len(pods):
+                raise ExtenderError(
+                    f"extender: {self.name} claims {meta.num_pdb_violations} PDB violations for "
+                    f"{len(pods)} victim(s) on node: {node_name}"
+                )
             kept[node_name] = (pods, meta.num_pdb_violations)
         return kept

@@ -8,7 +8,10 @@
   else the cycle ends with the error.
 - prioritize (``prioritizeNodes``): after the score plugins, every interested extender at once; each node
   score ``s`` adds ``s x weight x (MaxNodeScore / MaxExtenderPriority)`` to the node's total. A failed call
-  only costs that extender's scores.
+  only costs that extender's scores. Upstream multiplies and adds in int64 and wraps around; here an
+  extender whose weighted score for a node exceeds ``MAX_WEIGHTED_EXTENDER_SCORE`` (either sign) fails
+  like a call that failed, so a node's total (at most ``MAX_EXTENDERS`` such scores and the plugins')
+  always fits an int64.
 - bind (``extendersBinding``): the first extender that binds and is interested binds the pod instead of
   the bind plugins; an ignorable one that fails hands over to the next.
 """
@@ -24,7 +27,7 @@ import numpy as np
 from kopf_scheduler.framework.extenders.extender import HTTPExtender
 from kopf_scheduler.framework.extenders.replay import CURRENT, ExtenderCallNeeded, PendingCall
 from kopf_scheduler.framework.extenders.transport import ExtenderError
-from kopf_scheduler.framework.extenders.wire import MAX_EXTENDER_PRIORITY
+from kopf_scheduler.framework.extenders.wire import INT64_MAX, MAX_EXTENDER_PRIORITY
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, SnapshotLister
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -37,6 +40,11 @@ log = logging.getLogger("kopf_scheduler.extenders")
 EXTENDER_NAME = "Extender"
 #: an extender's score ``s`` counts ``s x weight x SCORE_SCALE``
 SCORE_SCALE = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
+#: a profile has at most this many extenders (``spec.extenders`` ``maxItems`` in ``api/schema.py``)
+MAX_EXTENDERS = 16
+#: the largest weighted score (either sign) one extender may give one node: every extender's and the
+#: score plugins' together still fit an int64 node total
+MAX_WEIGHTED_EXTENDER_SCORE = INT64_MAX // (2 * (MAX_EXTENDERS + 1))
 
 
 class ExtenderFailure(Exception):
@@ -123,10 +131,20 @@ async def prioritize(
             )
             continue
         scores, weight = answer
-        raw = np.zeros(len(nodes), dtype=np.int64)
+        sums: dict[int, int] = {}  # Python ints: nothing wraps before the bound is checked
         for host, score in scores:
             for i in positions.get(host, ()):
-                raw[i] += score
+                sums[i] = sums.get(i, 0) + score
+        worst = max((abs(s) for s in sums.values()), default=0)
+        if max(worst, 1) * abs(weight) * SCORE_SCALE > MAX_WEIGHTED_EXTENDER_SCORE:
+            log.debug(
+                "extender %s scored %s with %d x weight %d, beyond %d: no score from it",
+                extender.name, pod.key, worst, weight, MAX_WEIGHTED_EXTENDER_SCORE,
+            )  # fmt: skip
+            continue
+        raw = np.zeros(len(nodes), dtype=np.int64)
+        for i, s in sums.items():
+            raw[i] = s
         weighted = raw * weight * SCORE_SCALE
         total += weighted
         per_extender[extender.name] = (raw, weighted)
