@@ -1,7 +1,7 @@
 """Gangs through the whole scheduler (queue, cycle, Permit, binding) in virtual time: bound only once every
 member is assumed, none bound while one member fits nowhere, held out of the queue until enough members
 exist, released together when the wait times out, requeued together when their profile is updated while
-they wait at Permit; and the one queue sort every profile shares."""
+they wait at Permit; nothing of a deleted gang kept; and the one queue sort every profile shares."""
 
 from __future__ import annotations
 
@@ -218,6 +218,40 @@ async def test_a_profile_update_requeues_a_gang_waiting_at_permit_together() -> 
         await _run(scheduler)
     assert sorted(_bound(client)) == ["w0", "w1", "w2", "w3"]
     assert client.held_at_bind == [4, 4, 4, 4]
+
+
+async def test_gangs_bound_then_deleted_leave_nothing_behind_in_coscheduling() -> None:
+    """Coscheduling remembers the members it permitted, the members it sent back and when each gang last
+    failed; a gang whose pods are all deleted (and its PodGroup with them) leaves none of it behind, as
+    scheduler-plugins forgets a bound pod when its informer sees it deleted."""
+    scheduler, client, _ = _scheduler()
+    scheduler.add_node(make_node().name("n1").capacity(cpu="4", memory="8Gi", pods="110").obj())
+    plugin = scheduler.profiles[GANG].plugins["Coscheduling"]
+    assert isinstance(plugin, Coscheduling)
+    for g in range(20):
+        name = f"g{g}"
+        _group(scheduler, name, 2)
+        # every fifth gang fails: one member fits nowhere, so the gang is rejected and remembered as failed
+        selector = {"gpu": "none-has-it"} if g % 5 == 4 else {}
+        members = [_member(f"{name}-0", name), _member(f"{name}-1", name, **selector)]
+        for pod in members:
+            scheduler.add_pod(pod)
+        await _run(scheduler)
+        for pod in members:
+            bound = next(
+                (node for key, node in client.bound if key == f"default/{pod['metadata']['name']}"), ""
+            )
+            if bound:  # the watch shows the binding, then the deletion
+                scheduler.update_pod(None, {**pod, "spec": {**pod["spec"], "nodeName": bound}})
+            scheduler.delete_pod(pod)
+        scheduler.delete_object(POD_GROUPS, "default", name)
+    assert len(_bound(client)) == 32
+    # any pod of the profile, gang or not, passes through the plugin again
+    scheduler.add_pod(make_pod().name("plain").uid("plain").scheduler_name(GANG).req(cpu="1").obj())
+    await _run(scheduler)
+    groups = plugin.groups
+    held = (groups._assumed, groups._refused, groups._last_failed, groups._permitted, groups._backed_off)
+    assert held == ({}, {}, {}, {}, {})
 
 
 def test_one_queue_sort_for_every_profile_whatever_the_install_order() -> None:

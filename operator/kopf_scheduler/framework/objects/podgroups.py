@@ -136,9 +136,15 @@ class GroupMembers(Protocol):
     def members(self, namespace: str, group: str) -> Sequence[PodInfo]:
         """Every pod of the group: pending or bound, finished ones included (``is_finished``)."""
 
+    @property
+    def generation(self) -> int:
+        """Grows with every change to any group (a pod added, updated or deleted)."""
+
 
 class NoMembers:
     """Members of a scheduler that knows no pods (a framework built without a scheduler)."""
+
+    generation = 0
 
     def members(self, namespace: str, group: str) -> Sequence[PodInfo]:
         return ()

@@ -7,6 +7,12 @@ finished (``GroupMembers``; kube-scheduler's pod informer holds no finished pods
 those bound to a node plus those this plugin permitted (assumed, waiting or binding) and that still
 exist; a permitted member leaves that set when it is unreserved. Expiries are on the scheduler's clock;
 failure times on the wall clock, as they are compared with creation timestamps.
+
+Nothing is kept for gangs that are gone: scheduler-plugins forgets a bound pod when its pod informer
+sees it deleted; here, whenever the pod store changed since the last look, ``forget_gone`` drops
+permitted members once they are deleted or seen bound (bound members count from the store), members
+sent back once deleted, and a gang's failure time, backoff and minResources pass once none of its pods
+is left (or, for the last two, once they expire).
 """
 
 from __future__ import annotations
@@ -100,6 +106,8 @@ class PodGroupManager:
         self._assumed: dict[str, set[str]] = {}
         #: gangs -> uids of the members this plugin turned away or released since the last activation
         self._refused: dict[str, set[str]] = {}
+        #: the pod store's generation when ``forget_gone`` last looked
+        self._seen_generation: int | None = None
 
     def _now(self) -> float:
         return float(self._handle.clock.now())
@@ -127,6 +135,29 @@ class PodGroupManager:
     def assigned_count(self, key: str, namespace: str, name: str) -> int:
         return len(self._placed(key, namespace, name))
 
+    def forget_gone(self) -> None:
+        """Drops what is kept about members and gangs that are gone (see the module); does nothing while
+        the pod store is unchanged."""
+        store = self._handle.group_members
+        if store.generation == self._seen_generation:
+            return
+        self._seen_generation = store.generation
+        now = self._now()
+        for key in list(self._assumed):
+            unbound = {p.uid for p in self.members(*key.split("/", 1)) if not p.node_name}
+            self._assumed[key] &= unbound
+            if not self._assumed[key]:
+                del self._assumed[key]
+        for key in list(self._refused):
+            self._refused[key] &= {p.uid for p in store.members(*key.split("/", 1))}
+            if not self._refused[key]:
+                del self._refused[key]
+        for held in (self._last_failed, self._permitted, self._backed_off):
+            for key in list(held):
+                expired = held is not self._last_failed and now >= held[key]
+                if expired or not store.members(*key.split("/", 1)):
+                    del held[key]
+
     # -- the extension points' checks ---------------------------------------------------------------------
     def quorum_error(self, pod: PodInfo, group: PodGroup) -> str | None:
         count = len(self.members(pod.namespace, group.name))
@@ -135,6 +166,7 @@ class PodGroupManager:
         return None
 
     def pre_filter(self, pod: PodInfo) -> str | None:
+        self.forget_gone()  # every pod of the profile passes here, a gang's or not
         key, group = self.get_pod_group(pod)
         if group is None:
             return None
