@@ -4,8 +4,9 @@ counted.
 ``RestClient.request`` never raises for HTTP outcomes: it returns a ``Response`` whose ``status`` is the
 HTTP status, or 0 when there was no answer (connection refused, TLS failure, timeout). A 401 rebuilds the
 credentials once (rotated token, renewed client certificate) and retries the request; concurrent 401s
-share one rebuild. A rebuild that changes the TLS material replaces the pool; the old one is closed
-when the client closes, so requests still running on it finish. A server URL with a path (an API
+share one rebuild. A rebuild that changes the TLS material replaces the pool; the old one is closed at
+once, its idle connections then and each busy one when its answer is read, so requests still running on
+it finish and no old pool outlives them. A server URL with a path (an API
 server behind a proxy, ``https://proxy/k8s/clusters/c-1``) keeps it in front of every request's path.
 """
 
@@ -247,9 +248,16 @@ class RestClient:
             self._generation += 1
             self.stats.credential_refreshes += 1
             if new.tls_material != old.tls_material and self._pool is not None:
-                self._retired.append(self._pool)
+                await self._retire(self._pool)
                 self._pool = None
             logger.info("API credentials reloaded from %s after a 401", new.source or "their source")
+
+    async def _retire(self, pool: HttpPool) -> None:
+        """Closes ``pool`` as it stops being used: its idle connections now, each busy one once its answer
+        is read (``HttpPool.close``). Only pools with requests still running are kept, for ``close``:
+        rotations never pile old pools up."""
+        await pool.close()
+        self._retired = [p for p in (*self._retired, pool) if p.open_connections]
 
     async def close(self) -> None:
         self._closed = True

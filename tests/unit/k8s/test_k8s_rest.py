@@ -91,6 +91,38 @@ async def test_401_rebuilds_credentials_once_and_retries(server: tuple[Server, s
     await rest.close()
 
 
+async def test_credential_rotations_close_the_pools_they_retire(server: tuple[Server, str]) -> None:
+    """Each rotation here changes the TLS material, so each replaces the connection pool: the pool it
+    retires is closed once the requests still running on it end (one is running during the first
+    rotation), so after K rotations at most one old pool is alive, never K."""
+    state, url = server
+    reloads = 0
+
+    def reload() -> ConnectionInfo:
+        nonlocal reloads
+        reloads += 1
+        return ConnectionInfo(
+            url, token=StaticToken(f"t{reloads}"), tls_server_name=f"name-{reloads}", reloader=reload
+        )
+
+    rest = RestClient(ConnectionInfo(url, token=StaticToken("t0"), reloader=reload))
+    state.valid_token, state.delay = "t0", 0.3
+    slow = asyncio.create_task(rest.request("GET", "/slow"))
+    await asyncio.sleep(0.1)  # on its way on the first pool
+    first, state.delay = rest.pool(), 0.0
+    pools = [first]
+    for k in range(1, 11):
+        state.valid_token = f"t{k}"
+        assert (await rest.request("GET", f"/api/v1/x{k}")).status == 200
+        pools.append(rest.pool())
+        alive = [p for p in pools[:-1] if p.open_connections or p in rest._retired]
+        assert len(alive) <= 1, (k, len(alive))
+    assert rest.stats.credential_refreshes == 10 and len(set(map(id, pools))) == 11
+    assert (await slow).status == 200  # the request running during the rotation finished on its pool
+    assert first.open_connections == 0 and len(rest._retired) <= 1  # closed, its last connection too
+    await rest.close()
+
+
 async def test_no_answer_is_status_zero() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
