@@ -10,9 +10,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import sys
 from typing import Any
 
 from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR
+from kopf_scheduler.api.feature_gates import (
+    FeatureGateError,
+    FeatureGates,
+    check_implemented,
+    parse_feature_gates,
+    parse_version,
+)
 from kopf_scheduler.service import config
 
 
@@ -91,11 +99,37 @@ def add_parser(sub: Any, name: str) -> None:
         help="bind nothing and write nothing: every profile judges the placements another scheduler makes "
         "for its schedulerName (kopf_scheduler_shadow_decisions_total); no leader election",
     )
+    gates = parser.add_argument_group("feature gates, as kube-scheduler v1.37's")
+    gates.add_argument(
+        "--feature-gates",
+        default="",
+        metavar="A=true,B=false",
+        help="Kubernetes feature gates over the emulated version's defaults; a gate kopf-scheduler does not "
+        "implement at the value asked is refused",
+    )
+    gates.add_argument(
+        "--emulated-version",
+        default="",
+        metavar="1.3X",
+        help="whose gate defaults apply (1.34 to 1.37); default: the API server's minor version, within "
+        "1.35 to 1.37",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    # refused now: what holds at every version, or all of it with --emulated-version (upstream's checks
+    # first); without it the rest waits for the API server's version, at start
+    try:
+        gates = parse_feature_gates(args.feature_gates)
+        if args.emulated_version:
+            FeatureGates.resolve(parse_version(args.emulated_version), gates)
+        else:
+            check_implemented(gates)
+    except FeatureGateError as e:
+        print(f"kopf-scheduler run: {e}", file=sys.stderr)
+        return 2
     os.environ.update(
         config.flag_environment(
             {
@@ -115,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
                 config.EXTENDER_TLS_DIR: args.extender_tls_dir,
                 config.ALLOW_EXTENDER_LINK_LOCAL: bool(args.allow_extender_link_local),
                 config.ALWAYS_ALLOW_PATHS_VAR: args.authorization_always_allow_paths,
+                config.FEATURE_GATES: args.feature_gates,
+                config.EMULATED_VERSION: args.emulated_version,
             }
         )
     )

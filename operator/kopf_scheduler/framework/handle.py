@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+from kopf_scheduler.api.feature_gates import FeatureGates
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock
 from kopf_scheduler.framework.cycle_state import CycleState
@@ -59,6 +60,9 @@ class Handle(Protocol):
     clock: Clock
     #: the pods of each PodGroup, by namespace and group name (the Coscheduling plugin counts them)
     group_members: GroupMembers
+    #: the Kubernetes feature gates in force (upstream's names and versioned defaults); available from
+    #: the plugin's construction on. No plugin reads one yet: each behaves as ``IMPLEMENTED`` says
+    feature_gates: FeatureGates
 
     def snapshot(self) -> SnapshotLister: ...
 

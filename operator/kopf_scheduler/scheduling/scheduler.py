@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kopf_scheduler.api.extenders import ignored_resources
+from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
 from kopf_scheduler.api.profile import PluginSet, ProfileSpec
 from kopf_scheduler.backend.cache import Cache, Snapshot
 from kopf_scheduler.backend.objects import ClusterObjects
@@ -178,6 +179,8 @@ class Scheduler(EventHandlers):
         self.shadow_hooks: list[Callable[[ShadowDecision], None]] = []
         #: the HTTP client every profile's scheduler extenders share (``close_extenders`` releases it)
         self.extender_transport = ExtenderTransport()
+        #: the feature gates every profile's plugins see (the service resolves them before building any)
+        self.feature_gates: FeatureGates = DEFAULT_GATES
 
     # -- profiles --------------------------------------------------------------------------------------
     def build_profile(self, spec: ProfileSpec) -> Framework:
@@ -191,6 +194,7 @@ class Scheduler(EventHandlers):
             nominator=self.queue,
             extender_transport=self.extender_transport,
             objects=self.objects,
+            feature_gates=self.feature_gates,
         )
         framework.rng = self.rng
         framework.disruption_budgets = self.disruption_budgets

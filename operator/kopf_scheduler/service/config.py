@@ -39,6 +39,8 @@ ALLOW_SCHEDULER_NAMES = "ALLOW_SCHEDULER_NAMES"
 DENY_SCHEDULER_NAMES = "DENY_SCHEDULER_NAMES"
 EXTENDER_TLS_DIR = "EXTENDER_TLS_DIR"
 ALLOW_EXTENDER_LINK_LOCAL = "ALLOW_EXTENDER_LINK_LOCAL"
+FEATURE_GATES = "FEATURE_GATES"
+EMULATED_VERSION = "EMULATED_VERSION"
 
 _TRUE = ("1", "true", "yes")
 
@@ -127,6 +129,10 @@ class ServiceConfig:
     profile_bounds: ProfileBounds = field(default_factory=ProfileBounds)
     #: every profile a shadow: nothing is written to the API, not even a Lease (``shadow``)
     shadow: bool = False
+    #: ``--feature-gates``: ``A=true,B=false`` over upstream's defaults (``api/feature_gates.py``)
+    feature_gates: str = ""
+    #: ``--emulated-version``: whose gate defaults apply ("": the API server's minor version, clamped)
+    emulated_version: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceConfig:
@@ -149,6 +155,8 @@ class ServiceConfig:
             percentage_of_nodes_to_score=int(_get(env, PERCENTAGE_OF_NODES_TO_SCORE, "0")),
             profile_bounds=bounds_from_env(env),
             shadow=_flag(env, SHADOW, "false"),
+            feature_gates=_get(env, FEATURE_GATES, ""),
+            emulated_version=_get(env, EMULATED_VERSION, ""),
         )
 
 

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from kopf_scheduler.api.feature_gates import FeatureGateError
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
@@ -26,6 +27,7 @@ from kopf_scheduler.k8s.leader_thread import LeaderThread
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service.binding_confirmation import BindingConfirmation
 from kopf_scheduler.service.config import ServiceConfig
+from kopf_scheduler.service.feature_gates import resolve_feature_gates
 from kopf_scheduler.service.gc_freeze import HeapSettler
 from kopf_scheduler.service.metrics import SchedulerMetrics
 from kopf_scheduler.service.podgroup_status import PodGroupStatusKeeper
@@ -118,7 +120,16 @@ class SchedulerService:
     async def start(self, watch: Callable[[], Awaitable[None]] | None = None) -> None:
         """Serves metrics and /readyz, loads the initial lists, starts the watches (``watch``, when they
         are not Kopf's in this process), then campaigns for the Lease (or leads at once without leader
-        election). A metrics port in use is a failure (the operator stops)."""
+        election). A metrics port in use, or a feature gate refused, is a failure (the operator stops)."""
+        try:
+            self.scheduler.feature_gates = await resolve_feature_gates(
+                self.config.feature_gates,
+                self.config.emulated_version,
+                lambda: self.client.get_object("/version"),
+            )
+        except FeatureGateError as e:
+            self.supervisor.fail(str(e))
+            return
         if self.config.metrics.port:
             try:
                 server = MetricsServer(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kopf_scheduler.api.errors import ProfileError, join_path
+from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
 from kopf_scheduler.api.profile import PluginRef, PluginSet, ProfileSpec, merge_plugins
 from kopf_scheduler.api.schema import EXTENSION_POINTS
 from kopf_scheduler.framework.args import ArgsError, decode_args
@@ -32,10 +33,13 @@ from kopf_scheduler.framework.runtime.waiting_pods import WaitingPods
 class _PendingHandle:
     """The handle plugins receive at construction; it forwards to the framework once it exists."""
 
-    def __init__(self, profile_name: str, client: ClusterClient, objects: ClusterListers) -> None:
+    def __init__(
+        self, profile_name: str, client: ClusterClient, objects: ClusterListers, feature_gates: FeatureGates
+    ) -> None:
         self.profile_name = profile_name
         self.client = client
         self.objects = objects
+        self.feature_gates = feature_gates
         self.framework: Framework | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -58,12 +62,14 @@ def build_framework(
     waiting_pods: WaitingPods | None = None,
     extender_transport: ExtenderTransport | None = None,
     objects: ClusterListers | None = None,
+    feature_gates: FeatureGates = DEFAULT_GATES,
 ) -> Framework:
     """``extender_transport``: the HTTP client the profile's extenders share (a new one when None);
-    ``objects``: the listers of the scheduler's cluster-object stores (none known when None)."""
+    ``objects``: the listers of the scheduler's cluster-object stores (none known when None);
+    ``feature_gates``: the gates in force, on the handle from the plugins' construction on."""
     plugin_sets = merge_plugins(defaults, spec.plugins)
     objects = objects if objects is not None else NoObjects()
-    handle = _PendingHandle(spec.scheduler_name, client, objects)
+    handle = _PendingHandle(spec.scheduler_name, client, objects, feature_gates)
 
     # Which plugins are needed, and where each was first named (for error paths).
     needed: dict[str, tuple[PluginRef, str]] = {}
@@ -157,6 +163,7 @@ def build_framework(
         generation=spec.generation,
         extenders=extenders,
         objects=objects,
+        feature_gates=feature_gates,
     )
     if nominator is not None:
         framework.nominator = nominator

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
@@ -336,6 +337,8 @@ class Framework:
     disruption_budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
     #: the cluster objects besides pods and nodes (the scheduler's stores, shared by its profiles)
     objects: ClusterListers = field(default_factory=NoObjects)
+    #: the feature gates in force (the scheduler's; without one, kube-scheduler v1.37.2's defaults)
+    feature_gates: FeatureGates = DEFAULT_GATES
     #: scheduler extenders, in calling order (``framework.extenders``); with any, the cycle awaits I/O
     extenders: list[HTTPExtender] = field(default_factory=list)
     #: a shadow profile never binds: it judges the bindings other schedulers make (``shadow``)
