@@ -349,6 +349,69 @@ BAD = {
         "extenders[0]: 'urlPrefix' is required",
     ),
     "not-an-object": ("- a\n", "a KubeSchedulerConfiguration must be an object"),
+    # kube-scheduler v1.37's additions
+    "pod-group-point-enabled": (
+        HEAD + "profiles:\n- plugins:\n    placementScore:\n      enabled:\n"
+        "      - {name: PodGroupPodsCount, weight: 1}\n",
+        "profiles[0].plugins.placementScore.enabled[0]: placementScore is kube-scheduler v1.37's PodGroup "
+        "extension point, which kopf-scheduler does not implement",
+    ),
+    "v1.37-plugin-enabled": (
+        HEAD + "profiles:\n- plugins:\n    multiPoint:\n      enabled:\n      - name: NodeDeclaredFeatures\n",
+        "profiles[0].plugins.multiPoint.enabled[0].name: plugin 'NodeDeclaredFeatures' is in kube-scheduler "
+        "v1.37's registry, not in kopf-scheduler",
+    ),
+    "v1.37-plugin-configured": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: GangScheduling\n    args: {}\n",
+        "profiles[0].pluginConfig[0].name: plugin 'GangScheduling' is in kube-scheduler v1.37's registry, "
+        "not in kopf-scheduler",
+    ),
+    "dra-binding-timeout": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: DynamicResources\n"
+        "    args: {filterTimeout: 10s, bindingTimeout: 600s}\n",
+        "profiles[0].pluginConfig[0].args.bindingTimeout: kopf-scheduler does not implement device binding "
+        "conditions (DRADeviceBindingConditions), the only wait this timeout bounds",
+    ),
+    "ratio-required": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        "        type: RequestedToCapacityRatio\n",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Required value: must be "
+        "specified when type is RequestedToCapacityRatio",
+    ),
+    "ratio-forbidden": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        "        type: MostAllocated\n"
+        "        requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}]}\n",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil "
+        "when type is not RequestedToCapacityRatio",
+    ),
+    "ratio-empty-shape": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio: {shape: []}\n",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape: Required value: at "
+        "least one point must be specified",
+    ),
+    "ratio-unsorted-shape": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
+        "          shape: [{utilization: 50, score: 1}, {utilization: 50, score: 11}]\n",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].utilization: "
+        "Invalid value: 50: values must be sorted in increasing order",
+    ),
+    "ratio-score-range": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
+        "          shape: [{utilization: 0, score: 0}, {utilization: 100, score: 11}]\n",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].score: Invalid "
+        "value: 11: not in valid range [0, 10]",
+    ),
+    "ratio-utilization-range": (
+        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
+        "          shape: [{utilization: -1, score: 0}]\n",
+        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[0].utilization: "
+        "Invalid value: -1: not in valid range [0, 100]",
+    ),
 }
 
 
@@ -369,7 +432,7 @@ def test_plugins_outside_kube_scheduler_import_when_known_and_export_with_a_warn
     imported = import_config(yaml.safe_load(text), KUBE_SCHEDULER_PLUGINS | {"Coscheduling"})
     _, warnings = export_config(imported.profiles)
     assert warnings == [
-        "[0].spec.plugins.multiPoint.enabled[0].name: plugin 'Coscheduling' is not in kube-scheduler v1.34's "
+        "[0].spec.plugins.multiPoint.enabled[0].name: plugin 'Coscheduling' is not in kube-scheduler v1.37's "
         "registry: only a kube-scheduler built with it accepts this configuration"
     ]
 
@@ -489,3 +552,45 @@ def test_cli_export_names_the_file_and_document(tmp_path: Path, capsys: pytest.C
     assert capsys.readouterr().err == (
         f"kopf-scheduler profiles: error: {source} (document 1): spec: 'schedulerName' is required\n"
     )
+
+
+#: a configuration of kube-scheduler v1.37 that disables what kopf-scheduler does not have
+V1_37_CONFIG = (
+    HEAD
+    + """profiles:
+- schedulerName: v137
+  plugins:
+    multiPoint:
+      disabled:
+      - name: NodeDeclaredFeatures
+    placementGenerate: {}
+    podGroupPostFilter:
+      disabled:
+      - name: '*'
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: RequestedToCapacityRatio
+        resources: [{name: cpu, weight: 1}]
+        requestedToCapacityRatio:
+          shape: [{utilization: 0, score: 10}, {utilization: 100, score: 0}]
+"""
+)
+
+
+def test_v1_37_configuration_imports_and_says_what_it_left_out() -> None:
+    imported = import_config(yaml.safe_load(V1_37_CONFIG))
+    [manifest] = imported.profiles
+    assert manifest["spec"]["plugins"] == {"multiPoint": {"disabled": [{"name": "NodeDeclaredFeatures"}]}}
+    assert imported.warnings == [
+        "profiles[0].plugins.placementGenerate: left out: kopf-scheduler has no plugin at this PodGroup "
+        "extension point of kube-scheduler v1.37, so there is nothing to disable",
+        "profiles[0].plugins.podGroupPostFilter: left out: kopf-scheduler has no plugin at this PodGroup "
+        "extension point of kube-scheduler v1.37, so there is nothing to disable",
+    ]
+    config, warnings = export_config(imported.profiles)
+    assert warnings == []  # NodeDeclaredFeatures is in v1.37's registry
+    assert config["profiles"][0]["plugins"] == {
+        "multiPoint": {"disabled": [{"name": "NodeDeclaredFeatures"}]}
+    }
