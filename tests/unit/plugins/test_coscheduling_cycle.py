@@ -13,8 +13,6 @@ from _gang_kit import NS, WALL, Handle, member, plugin, pod_group, queued
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.status import WAIT, Code, Status, unresolvable, unschedulable
 from kopf_scheduler.plugins.coscheduling import (
-    CANNOT_FIND_POD_GROUP,
-    POD_GROUP_NOT_FOUND,
     REJECTED_IN_POST_FILTER,
     REJECTED_IN_UNRESERVE,
     format_resources,
@@ -175,7 +173,7 @@ def test_minresources_that_fit_are_not_checked_again_for_a_while() -> None:
 @pytest.mark.parametrize(
     ("group", "assigned", "percentage", "want"),
     [
-        pytest.param(None, 0, 10, unschedulable(CANNOT_FIND_POD_GROUP), id="no pod group"),
+        pytest.param(None, 0, 10, unschedulable("can not find pod group"), id="no pod group"),
         pytest.param(2, 2, 10, Status(Code.UNSCHEDULABLE), id="enough assigned: keep the gang"),
         pytest.param(3, 1, 10, "reject", id="a member fits nowhere: reject the gang"),
         pytest.param(10, 9, 10, Status(Code.UNSCHEDULABLE), id="10%: 9/10 assigned, no rejection"),
@@ -211,7 +209,7 @@ async def test_post_filter(group: int | None, assigned: int, percentage: int, wa
     [
         pytest.param(None, pod_group("pg1", 3), (None, 0.0), id="no pod group"),
         pytest.param(
-            "pg-missing", pod_group("pg1", 3), (unschedulable(POD_GROUP_NOT_FOUND), 0.0), id="not found"
+            "pg-missing", pod_group("pg1", 3), (unschedulable("PodGroup not found"), 0.0), id="not found"
         ),
         pytest.param("pg1", pod_group("pg1", 3), (WAIT, 60.0), id="quorum not satisfied"),
         pytest.param("pg1", pod_group("pg1", 3, timeout=5), (WAIT, 5.0), id="the PodGroup's timeout"),

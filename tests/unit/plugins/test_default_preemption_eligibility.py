@@ -55,7 +55,7 @@ def incoming(policy: str | None = None, nominated: str = "") -> PodInfo:
             incoming(nominated="n1"),
             [on_n1("victim", 1, deleting=True, conditions=(condition(),))],
             None,
-            (False, NOT_ELIGIBLE_TERMINATING),
+            (False, "not eligible due to a terminating pod on the nominated node."),
             id="victim-terminating-on-nominated-node",
         ),
         pytest.param(
@@ -69,7 +69,7 @@ def incoming(policy: str | None = None, nominated: str = "") -> PodInfo:
             incoming(nominated="n1"),
             [on_n1("victim", 1, deleting=True, conditions=(condition(),))],
             unschedulable("Insufficient cpu"),
-            (False, NOT_ELIGIBLE_TERMINATING),
+            (False, "not eligible due to a terminating pod on the nominated node."),
             id="nominated-node-unschedulable",
         ),
         pytest.param(
@@ -146,7 +146,9 @@ def test_a_pending_preemption_keeps_the_nomination() -> None:
     result, status = harness.post_filter(incoming(nominated="n1"))
     assert result is None  # no result: the nomination stays as it is
     assert status == Status(
-        Code.UNSCHEDULABLE, (MESSAGE_PREFIX + NOT_ELIGIBLE_TERMINATING,), "DefaultPreemption"
+        Code.UNSCHEDULABLE,
+        ("preemption: not eligible due to a terminating pod on the nominated node.",),
+        "DefaultPreemption",
     )
 
 

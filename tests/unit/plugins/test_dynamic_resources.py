@@ -27,7 +27,7 @@ from kopf_scheduler.framework.objects import RESOURCE_CLAIMS
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins.dynamic_resources import Args, DynamicResources
-from kopf_scheduler.plugins.dynamic_resources.allocator import AllocationError
+from kopf_scheduler.plugins.dynamic_resources.allocator import AllocationError, Allocator, FilterTimeout
 
 GPU = device_class("gpu", f'device.driver == "{DRIVER}"')
 SLICES = (
@@ -68,6 +68,12 @@ def plugin(*raws: dict[str, Any]) -> tuple[DynamicResources, Handle]:
             pod("p", templates={"gpu": "p-gpu-abcde"}),
             None,
             id="template-claim-made",
+        ),
+        pytest.param(
+            (),
+            PodInfo({**pod("p").raw, "spec": {**pod("p").spec, "resourceClaims": [{"name": "gpu"}]}}),
+            unresolvable('pod "default/p", spec.resourceClaim "gpu": none of the supported fields are set'),
+            id="claim-entry-without-source",
         ),
     ],
 )
@@ -131,6 +137,16 @@ def test_filter_allocates_per_node() -> None:
         "n2": unresolvable("cannot allocate all claims"),
         "n3": unresolvable("cannot allocate all claims"),
     }
+
+
+def test_filter_timeout_rejects_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    pl, _ = plugin(claim("c", request(count=2)))
+
+    def too_slow(*_: Any) -> None:
+        raise FilterTimeout("deadline")
+
+    monkeypatch.setattr(Allocator, "find", too_slow)
+    assert filter_all(pl, pod("p", "c"), "n1") == {"n1": unresolvable("timed out trying to allocate devices")}
 
 
 def test_filter_allocated_claim_only_on_its_node() -> None:

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from kopf_scheduler.plugins.dynamic_resources import cel_env
+from kopf_scheduler.plugins.dynamic_resources import cel_cost, cel_env
 from kopf_scheduler.plugins.dynamic_resources.cel_env import (
     SelectorCache,
     SelectorError,
@@ -62,7 +62,10 @@ def test_selector_matches(expression: str, expected: bool) -> None:
     [
         ('device.attributes["other.example.com"].model == "x"', "no such key: model"),
         ('device.attributes["gpu.example.com"].model > 3', "no such overload"),
-        ('quantity("lots") == quantity("1")', "quantities must match the regular expression"),
+        (
+            'quantity("lots") == quantity("1")',
+            "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+        ),
         (
             'device.capacity["gpu.example.com"].memory.asInteger() == quantity("1Mi").asInteger() / 0',
             "division by zero",
@@ -145,7 +148,7 @@ def test_compile_errors(expression: str, detail: str) -> None:
 
 
 def test_cost_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cel_env, "MAX_COST", 500)
+    monkeypatch.setattr(cel_cost, "MAX_COST", 500)
     with pytest.raises(SelectorError) as e:
         matches(
             compile_selector("[1, 2, 3, 4, 5, 6, 7, 8].all(x, [1, 2, 3, 4, 5, 6, 7, 8].all(y, x + y > 0))"),

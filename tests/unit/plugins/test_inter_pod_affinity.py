@@ -24,7 +24,7 @@ from kopf_scheduler.plugins.inter_pod_affinity.plugin import _FILTER_KEY
 
 AFFINITY = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH,))
 ANTI = Status(Code.UNSCHEDULABLE, (ipa.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,))
-EXISTING = Status(Code.UNSCHEDULABLE, (ipa.ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,))
+EXISTING = Status(Code.UNSCHEDULABLE, ("node(s) didn't satisfy existing pods anti-affinity rules",))
 BAD_VALUE = (
     'values[0][service]: Invalid value: "{{.bad-value.}}": a valid label must be an empty string or consist '
     "of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "

@@ -20,7 +20,6 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status
 from kopf_scheduler.plugins.node_affinity import (
     ERR_REASON_CONFLICT,
-    ERR_REASON_ENFORCED,
     ERR_REASON_POD,
     Args,
     NodeAffinity,
@@ -29,7 +28,9 @@ from kopf_scheduler.plugins.node_affinity import (
 from kopf_scheduler.testing import make_node, make_pod
 
 POD_MISMATCH = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_POD,))
-ENFORCED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_ENFORCED,))
+ENFORCED = Status(
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("node(s) didn't match scheduler-enforced node affinity",)
+)
 CONFLICT = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ERR_REASON_CONFLICT,))
 
 

@@ -37,7 +37,6 @@ from kopf_scheduler.framework.status import SKIP, Status, unresolvable
 from kopf_scheduler.plugins.volume_binding import (
     ERR_REASON_BIND_CONFLICT,
     ERR_REASON_NODE_CONFLICT,
-    ERR_REASON_PV_NOT_EXIST,
     Args,
     VolumeBinding,
     new,
@@ -79,7 +78,12 @@ CASES: dict[str, tuple[Any, ...]] = {
         None,
         unresolvable(ERR_REASON_NODE_CONFLICT, ERR_REASON_BIND_CONFLICT),
     ),
-    "pv not found": (["pvc-a"], [bound_a], None, unresolvable(ERR_REASON_PV_NOT_EXIST)),
+    "pv not found": (
+        ["pvc-a"],
+        [bound_a],
+        None,
+        unresolvable("node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"),
+    ),
     "pv not found claim lost": (
         ["pvc-a"],
         [{**bound_a, "status": {"phase": "Lost"}}],

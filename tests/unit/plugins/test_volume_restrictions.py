@@ -25,13 +25,15 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins.volume_restrictions import (
     ERR_REASON_DISK_CONFLICT,
-    ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT,
     new,
 )
 from kopf_scheduler.plugins.volume_restrictions.plugin import claim_added, pod_deleted
 
 DISK_CONFLICT = unschedulable(ERR_REASON_DISK_CONFLICT)
-RWOP_CONFLICT = unschedulable(ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT)
+RWOP_CONFLICT = unschedulable(
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already in-use by "
+    "another pod"
+)
 
 GCE = disk_volume("gcePersistentDisk", pdName="foo")
 GCE_2 = disk_volume("gcePersistentDisk", pdName="bar")
