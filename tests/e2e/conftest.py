@@ -8,6 +8,10 @@ additionally tied to this process (PR_SET_PDEATHSIG), so even a killed pytest le
 control plane that does not come up fails the tests that need it, with the failing component's log tail;
 it never skips them.
 
+``kube_scheduler`` and ``kopf_scheduler`` (module scope) run a module's ``SIDE_BY_SIDE`` comparison
+(``side_by_side.py``): the same fresh cluster and run under the upstream kube-scheduler, then under
+``kopf-scheduler run``.
+
 ``control_plane`` has no controller manager on purpose: its tests write PDB status by hand (the disruption
 controller would overwrite it) and arrange pods and nodes that no controller should touch (the pod
 garbage collector, for one, deletes pods bound to nodes that do not exist).
@@ -18,8 +22,10 @@ from __future__ import annotations
 import atexit
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import side_by_side
 from operator_harness import OPERATORS_KEY, Operators, Scope
 
 from kopf_scheduler.devcluster import DevCluster
@@ -95,6 +101,24 @@ def scope(control_plane: ClusterHarness) -> Iterator[Scope]:
         yield made
     finally:
         made.cleanup()
+
+
+# -- the same cluster under kube-scheduler, then under kopf-scheduler (side_by_side.py) ----------------------
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What the module's ``SIDE_BY_SIDE`` run recorded under the upstream kube-scheduler."""
+    spec = side_by_side.of(request.module)
+    return side_by_side.under_kube_scheduler(spec, tmp_path_factory.mktemp(f"{spec.name}-kube-scheduler"))
+
+
+@pytest.fixture(scope="module")
+def kopf_scheduler(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What the same run recorded on an identical fresh cluster under ``kopf-scheduler run``."""
+    spec = side_by_side.of(request.module)
+    workdir = tmp_path_factory.mktemp(f"{spec.name}-kopf-scheduler")
+    return side_by_side.under_kopf_scheduler(spec, workdir, request)
 
 
 @pytest.hookimpl(wrapper=True)

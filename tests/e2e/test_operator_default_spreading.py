@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, fresh_cluster, sized_nodes, wait_until
+from operator_harness import fresh_cluster, sized_nodes, wait_until
+from side_by_side import SideBySide
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
 
@@ -194,39 +195,9 @@ def place_workloads(cp: ClusterHarness) -> Placements:
     )
 
 
-@pytest.fixture(scope="module")
-def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Placements:
-    """The workloads as the upstream kube-scheduler places them (its cluster is gone on return)."""
-    with own_cluster(tmp_path_factory.mktemp("spread-kube-scheduler")) as cp:
-        cp.cluster.start_kube_scheduler()
-        try:
-            return place_workloads(cp)
-        except AssertionError as e:
-            raise AssertionError(
-                f"{e}\nkube-scheduler log:\n{cp.cluster.log_tail('kube-scheduler', 100)}"
-            ) from None
-
-
-@pytest.fixture(scope="module")
-def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Placements:
-    """The same workloads on an identical fresh cluster, placed by ``kopf-scheduler run``."""
-    workdir = tmp_path_factory.mktemp("spread-kopf-scheduler")
-    with own_cluster(workdir / "cluster") as cp:
-        operators = Operators(cp.kubeconfig, workdir)
-        try:
-            operator = operators.start(
-                "op", lease_namespace="default", args=["--default-scheduler-name", "default-scheduler"]
-            )
-            operator.wait_leading()
-            try:
-                placements = place_workloads(cp)
-            except AssertionError as e:
-                raise AssertionError(f"{e}\noperator log:\n{operator.tail(150)}") from None
-            assert not operator.problems(), operator.problems()
-        finally:
-            killed = operators.stop_all()
-        assert not killed, f"operator still running 15 s after SIGTERM:\n{operator.tail()}"
-        return placements
+#: the workloads under kube-scheduler, then on an identical fresh cluster under ``kopf-scheduler run
+#: --default-scheduler-name default-scheduler`` (the fixtures ``kube_scheduler`` and ``kopf_scheduler``)
+SIDE_BY_SIDE = SideBySide("spread", own_cluster, lambda cp, _: place_workloads(cp))
 
 
 # -- the comparisons ---------------------------------------------------------------------------------------

@@ -26,13 +26,13 @@ go and the claim is released all the same), and its node's devices are all alloc
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, condition, fresh_cluster, sized_nodes, wait_until
+from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
+from side_by_side import Scheduler, SideBySide
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
 
@@ -190,7 +190,8 @@ def outcome(cp: ClusterHarness, name: str) -> str | None:
     return None
 
 
-def run_pods(cp: ClusterHarness, run: Run, stop_scheduler: Callable[[], object]) -> None:
+def run_pods(cp: ClusterHarness, scheduler: Scheduler) -> Run:
+    run = Run()
     publish(cp, run)
     for name, source in PODS:
         body = pod_manifest(name, NS, requests={"cpu": "100m"})
@@ -230,7 +231,7 @@ def run_pods(cp: ClusterHarness, run: Run, stop_scheduler: Callable[[], object])
         run.nodes["all-again"] = pod["spec"]["nodeName"]
     # who releases a claim: with the scheduler stopped, the shared claim's pods go, and still its
     # reservations and its allocation do
-    stop_scheduler()
+    scheduler.stop()
     for name in ("shared-a", "shared-b"):
         cp.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
     path = f"{RESOURCE}/namespaces/{NS}/resourceclaims/shared"
@@ -242,42 +243,12 @@ def run_pods(cp: ClusterHarness, run: Run, stop_scheduler: Callable[[], object])
     run.after_delete["released without a scheduler"] = wait_until(
         deallocated, TIMEOUT, "shared claim released"
     )
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    run = Run()
-    with own_cluster(tmp_path_factory.mktemp("dra-kube-scheduler")) as cp:
-        cp.cluster.start_kube_scheduler()
-        try:
-            run_pods(cp, run, cp.cluster.stop_kube_scheduler)
-        except AssertionError as e:
-            raise AssertionError(
-                f"{e}\nkube-scheduler log:\n{cp.cluster.log_tail('kube-scheduler', 100)}"
-            ) from None
     return run
 
 
-@pytest.fixture(scope="module")
-def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    run = Run()
-    workdir = tmp_path_factory.mktemp("dra-kopf-scheduler")
-    with own_cluster(workdir / "cluster") as cp:
-        operators = Operators(cp.kubeconfig, workdir)
-        try:
-            operator = operators.start(
-                "op", lease_namespace="default", args=["--default-scheduler-name", "default-scheduler"]
-            )
-            operator.wait_leading()
-            try:
-                run_pods(cp, run, operators.stop_all)
-            except AssertionError as e:
-                raise AssertionError(f"{e}\noperator log:\n{operator.tail(150)}") from None
-            assert not operator.problems(), operator.problems()
-        finally:
-            killed = operators.stop_all()
-        assert not killed, f"operator still running 15 s after SIGTERM:\n{operator.tail()}"
-    return run
+#: the pods under kube-scheduler, then on an identical fresh cluster under ``kopf-scheduler run
+#: --default-scheduler-name default-scheduler`` (the fixtures ``kube_scheduler`` and ``kopf_scheduler``)
+SIDE_BY_SIDE = SideBySide("dra", own_cluster, run_pods)
 
 
 # -- checks --------------------------------------------------------------------------------------------------

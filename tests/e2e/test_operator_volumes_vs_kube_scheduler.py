@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import Operators, fresh_cluster, sized_nodes, wait_until
+from operator_harness import fresh_cluster, sized_nodes, wait_until
+from side_by_side import SideBySide
 from volume_provisioner import SELECTED_NODE, ZONE, TestProvisioner
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
@@ -445,44 +446,15 @@ def run_phases(cp: ClusterHarness, errors: Callable[[], int]) -> Run:
     return Run(**results, victim_events=failed_scheduling(cp, "victim"), half_claimed_at_end=half_claimed(cp))
 
 
-@pytest.fixture(scope="module")
-def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The phases as the upstream kube-scheduler runs them (its cluster is gone on return)."""
-    with own_cluster(tmp_path_factory.mktemp("volumes-kube-scheduler")) as cp:
-        cp.cluster.start_kube_scheduler()
-        metrics = f"{cp.cluster.urls['kube-scheduler']}/metrics"
-        try:
-            return run_phases(cp, lambda: error_attempts(metrics))
-        except AssertionError as e:
-            raise AssertionError(
-                f"{e}\nkube-scheduler log:\n{cp.cluster.log_tail('kube-scheduler', 100)}"
-            ) from None
-
-
-@pytest.fixture(scope="module")
-def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The same phases on an identical fresh cluster, run by ``kopf-scheduler run``."""
-    workdir = tmp_path_factory.mktemp("volumes-kopf-scheduler")
-    with own_cluster(workdir / "cluster") as cp:
-        operators = Operators(cp.kubeconfig, workdir)
-        try:
-            operator = operators.start(
-                "op",
-                lease_namespace="default",
-                ports=True,
-                args=["--default-scheduler-name", "default-scheduler"],
-            )
-            operator.wait_leading()
-            metrics = f"http://127.0.0.1:{operator.metrics_port}/metrics"
-            try:
-                run = run_phases(cp, lambda: error_attempts(metrics))
-            except AssertionError as e:
-                raise AssertionError(f"{e}\noperator log:\n{operator.tail(150)}") from None
-            assert not operator.problems(), operator.problems()
-        finally:
-            killed = operators.stop_all()
-        assert not killed, f"operator still running 15 s after SIGTERM:\n{operator.tail()}"
-        return run
+#: the phases under kube-scheduler, then on an identical fresh cluster under ``kopf-scheduler run
+#: --default-scheduler-name default-scheduler`` (the fixtures ``kube_scheduler`` and ``kopf_scheduler``);
+#: both count their attempts that ended in an error on their own /metrics
+SIDE_BY_SIDE = SideBySide(
+    "volumes",
+    own_cluster,
+    lambda cp, scheduler: run_phases(cp, lambda: error_attempts(scheduler.metrics_url)),
+    kopf_ports=True,
+)
 
 
 def show(run: Run) -> str:

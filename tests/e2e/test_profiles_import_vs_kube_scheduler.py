@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 import yaml
 from operator_harness import (
-    Operators,
     condition,
     fresh_cluster,
     kubectl,
@@ -35,6 +34,7 @@ from operator_harness import (
     wait_profile,
     wait_until,
 )
+from side_by_side import SideBySide
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 
@@ -114,46 +114,31 @@ def config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def kube_scheduler(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    with fresh_cluster(tmp_path_factory.mktemp("import-kube-scheduler"), nodes(), namespaces=[NS]) as cp:
-        cp.cluster.start_kube_scheduler(config={"profiles": yaml.safe_load(CONFIG)["profiles"]})
-        try:
-            return place_pods(cp)
-        except AssertionError as e:
-            raise AssertionError(
-                f"{e}\nkube-scheduler log:\n{cp.cluster.log_tail('kube-scheduler', 80)}"
-            ) from None
-
-
-@pytest.fixture(scope="module")
 def imported(config_file: Path) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "kopf_scheduler", "profiles", "import", str(config_file)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 
 
-@pytest.fixture(scope="module")
-def kopf_scheduler(
-    tmp_path_factory: pytest.TempPathFactory, imported: subprocess.CompletedProcess[str]
-) -> dict[str, str]:
+def apply_imported(cp: ClusterHarness, request: pytest.FixtureRequest) -> None:
+    """What a user does with the import's output: apply it, and wait until both profiles serve."""
+    imported: subprocess.CompletedProcess[str] = request.getfixturevalue("imported")
     assert imported.returncode == 0, imported.stderr
-    workdir = tmp_path_factory.mktemp("import-kopf-scheduler")
-    with fresh_cluster(workdir / "cluster", nodes(), namespaces=[NS]) as cp:
-        operators = Operators(cp.kubeconfig, workdir)
-        try:
-            operator = operators.start("op", lease_namespace="default")
-            operator.wait_leading()
-            kubectl(cp, "apply", "-f", "-", input=imported.stdout)
-            for name in ("profile-a", "profile-b"):
-                wait_profile(cp, name, "True", timeout=30.0)
-            try:
-                placed = place_pods(cp)
-            except AssertionError as e:
-                raise AssertionError(f"{e}\noperator log:\n{operator.tail(150)}") from None
-            assert not operator.problems(), operator.problems()
-        finally:
-            killed = operators.stop_all()
-        assert not killed, "operator still running 15 s after SIGTERM"
-        return placed
+    kubectl(cp, "apply", "-f", "-", input=imported.stdout)
+    for name in ("profile-a", "profile-b"):
+        wait_profile(cp, name, "True", timeout=30.0)
+
+
+#: kube-scheduler started with ``CONFIG``, then on an identical fresh cluster ``kopf-scheduler run`` (with
+#: no scheduler name of its own) serving the profiles the import made of it (the fixtures
+#: ``kube_scheduler`` and ``kopf_scheduler``)
+SIDE_BY_SIDE = SideBySide(
+    "import",
+    lambda state_dir: fresh_cluster(state_dir, nodes(), namespaces=[NS]),
+    lambda cp, _: place_pods(cp),
+    kube_config={"profiles": yaml.safe_load(CONFIG)["profiles"]},
+    kopf_args=(),
+    kopf_setup=apply_imported,
+)
 
 
 def test_import_warns_of_the_leader_election_it_cannot_carry(
