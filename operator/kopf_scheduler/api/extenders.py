@@ -2,8 +2,9 @@
 (``staging/src/k8s.io/kube-scheduler/config/v1/types.go``), parsed and validated.
 
 Validation is upstream's ``validateExtenders`` (``pkg/scheduler/apis/config/validation``): a weight > 0
-for every extender with a prioritize verb, at most one extender with a bind verb, managed resources that
-are extended resource names and appear once across the profile's extenders. Beyond upstream, the
+for every extender with a prioritize verb (here also never negative, nor above ``MAX_EXTENDER_WEIGHT``),
+at most one extender with a bind verb, managed resources that are extended resource names and appear
+once across the profile's extenders. Beyond upstream, the
 ``urlPrefix`` must be an http(s) URL with a host, ``httpTimeout`` a Go duration and the ``*Data`` fields
 base64, so a profile that cannot work is refused when it is applied rather than failing every pod later.
 kube-scheduler configures extenders once for all profiles; here each SchedulingProfile has its own.
@@ -42,6 +43,11 @@ DEFAULT_HTTP_TIMEOUT = 5.0
 #: the longest ``httpTimeout`` a profile may set (upstream has no limit; every pod of the profile waits on
 #: the call, and with it the scheduling loop)
 MAX_HTTP_TIMEOUT = 300.0
+
+#: the largest extender ``weight`` (upstream: any positive int64, multiplied into int64 node scores
+#: that wrap around). An extender's top score (10, scaled to 100) times this outweighs every score
+#: plugin's top score (100 x weight 100) a hundred times over: a larger weight changes no placement
+MAX_EXTENDER_WEIGHT = 1_000_000
 
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -213,6 +219,8 @@ def parse_extenders(
                 f"must be > 0 when prioritizeVerb is set (must have a positive weight applied to it), "
                 f"not {weight}",
             )
+        if weight < 0:  # upstream takes any weight without a prioritize verb; it is never meaningful
+            raise ProfileError(join_path(path, "weight"), f"must not be negative, not {weight}")
         if entry.get("bindVerb"):
             binders.append(i)
         resources: list[ManagedResource] = []

@@ -11,6 +11,7 @@ here too (``api/bounds.py``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,9 @@ from kopf_scheduler.api.extenders import ExtenderSpec, parse_extenders
 from kopf_scheduler.api.schema import GROUP, KIND, PLUGIN_SET_FIELDS, SPEC_SCHEMA
 
 _VALIDATOR = jsonschema.Draft202012Validator(SPEC_SCHEMA)
+#: the most one plugin's ``args`` may take as JSON: bounds every list and string in them at once
+#: (upstream's largest real arguments, a few default constraints or shape points, take under 2 KiB)
+MAX_PLUGIN_ARGS_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +84,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return error.message.replace("Additional properties are not allowed", "unknown field(s)")
     if v == "minLength" and value == 1:
         return "must not be empty"
+    if v == "maxLength":
+        return f"must be at most {value} characters long, not {len(error.instance)}"
+    if v == "maxItems":
+        return f"must have at most {value} items, not {len(error.instance)}"
     return error.message
 
 
@@ -139,6 +147,12 @@ def parse_profile(obj: Mapping[str, Any], bounds: ProfileBounds = OFFLINE) -> Pr
         path = join_path("spec.pluginConfig", i)
         if entry["name"] in config:
             raise ProfileError(join_path(path, "name"), f"duplicate entry for plugin {entry['name']!r}")
+        size = len(json.dumps(entry.get("args") or {}, separators=(",", ":"), default=str))
+        if size > MAX_PLUGIN_ARGS_BYTES:
+            raise ProfileError(
+                join_path(path, "args"),
+                f"must take at most {MAX_PLUGIN_ARGS_BYTES} bytes as JSON, not {size}",
+            )
         config[entry["name"]] = (dict(entry.get("args") or {}), join_path(path, "args"))
     extenders = parse_extenders(spec.get("extenders"), bounds=bounds)
     return ProfileSpec(

@@ -1,12 +1,17 @@
 """The JSON schema of a SchedulingProfile's ``spec``: the one source for the operator's validation and for
 the CRD's structural OpenAPI schema (``crd.py`` converts it; ``crds/`` holds the generated file).
 
-Plugin ``args`` stay open objects here: each plugin validates its own arguments.
+Every number has a ``maximum``, every list a ``maxItems`` and every string a ``maxLength`` (a test walks
+the schema): names as Kubernetes bounds them (253), paths as ``PATH_MAX`` (4096), URLs 2048, PEM data
+1 MiB. Plugin ``args`` stay open objects here: each plugin validates and bounds its own arguments, and
+``profile.py`` bounds their size as a whole.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from kopf_scheduler.api.extenders import MAX_EXTENDER_WEIGHT
 
 GROUP = "kopf-scheduler.io"
 VERSION = "v1alpha1"
@@ -62,11 +67,17 @@ _PLUGIN_SET = {
     },
 }
 
-_STRING = {"type": "string"}
+_VERB = {"type": "string", "maxLength": 253}
 _BOOLEAN = {"type": "boolean"}
-_PEM_DATA = {"type": "string", "format": "byte", "description": "PEM data, base64-encoded."}
+_PEM_DATA = {
+    "type": "string",
+    "format": "byte",
+    "maxLength": 1024 * 1024,
+    "description": "PEM data, base64-encoded.",
+}
 _TLS_FILE = {
     "type": "string",
+    "maxLength": 4096,
     "description": "A PEM file in the operator's extender TLS directory (--extender-tls-dir, default "
     "/etc/kopf-scheduler/extender-tls); a relative path is taken from there.",
 }
@@ -81,18 +92,20 @@ _EXTENDER = {
         "urlPrefix": {
             "type": "string",
             "minLength": 1,
+            "maxLength": 2048,
             "description": "The extender's base URL; each verb is appended to it. Redirects are not "
             "followed; link-local and cloud metadata addresses are refused unless the operator allows "
             "them (--allow-extender-link-local).",
         },
-        "filterVerb": _STRING,
-        "preemptVerb": _STRING,
-        "prioritizeVerb": _STRING,
-        "bindVerb": _STRING,
+        "filterVerb": _VERB,
+        "preemptVerb": _VERB,
+        "prioritizeVerb": _VERB,
+        "bindVerb": _VERB,
         "weight": {
             "type": "integer",
+            "maximum": MAX_EXTENDER_WEIGHT,
             "description": "Multiplies the extender's 0-10 node scores (after scaling them to 0-100); "
-            "must be > 0 when prioritizeVerb is set.",
+            f"must be > 0 when prioritizeVerb is set, never negative, at most {MAX_EXTENDER_WEIGHT}.",
         },
         "enableHTTPS": _BOOLEAN,
         "tlsConfig": {
@@ -100,7 +113,7 @@ _EXTENDER = {
             "additionalProperties": False,
             "properties": {
                 "insecure": _BOOLEAN,
-                "serverName": _STRING,
+                "serverName": {"type": "string", "maxLength": 253},
                 "certFile": _TLS_FILE,
                 "keyFile": _TLS_FILE,
                 "caFile": _TLS_FILE,
@@ -111,6 +124,7 @@ _EXTENDER = {
         },
         "httpTimeout": {
             "type": "string",
+            "maxLength": 64,
             "description": 'Timeout of one call, a Go duration ("5s", "1m30s"); default 5s, at most 5m, '
             "never negative.",
         },

@@ -5,6 +5,7 @@ Plugins do not import each other; what more than one of them computes the same w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,3 +57,44 @@ def default_normalize_score(max_priority: int, reverse: bool, scores: np.ndarray
         return
     scaled = scores * max_priority // highest
     scores[:] = max_priority - scaled if reverse else scaled
+
+
+_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_NAME_PART_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
+    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_PREFIX_MSG = (
+    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+
+
+def label_name_error(key: str) -> str | None:
+    """The first problem ``metav1validation.ValidateLabelName`` finds in ``key``, if any (topology keys,
+    resource names)."""
+    prefix, _, name = key.rpartition("/")
+    if key.count("/") > 1:
+        return (
+            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+            "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
+            "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain "
+            "prefix and '/' (e.g. 'example.com/MyName')"
+        )
+    if "/" in key:
+        if not prefix:
+            return "prefix part must be non-empty"
+        if len(prefix) > 253:
+            return "prefix part must be no more than 253 bytes"
+        if not all(_DNS_LABEL.match(part) for part in prefix.split(".")):
+            return _PREFIX_MSG
+    if not name:
+        return "name part must be non-empty"
+    if len(name) > 63:
+        return "name part must be no more than 63 bytes"
+    if not _NAME_PART.match(name):
+        return _NAME_PART_MSG
+    return None

@@ -1,5 +1,5 @@
 """CoschedulingArgs (scheduler-plugins ``apis/config``): defaults as ``SetDefaults_CoschedulingArgs``, checks
-as ``ValidateCoschedulingArgs``."""
+as ``ValidateCoschedulingArgs``, and upper bounds it lacks (the reasons are beside them)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ from kopf_scheduler.framework.args import ArgsError
 DEFAULT_PERMIT_WAITING_TIME_SECONDS = 60
 DEFAULT_POD_GROUP_BACKOFF_SECONDS = 0
 DEFAULT_POD_GROUP_REJECT_PERCENTAGE = 10
+#: upstream only refuses negative values; a Permit wait is cut to 15 minutes by the framework (upstream's
+#: ``maxTimeout``), so a longer one would not mean what it says
+MAX_PERMIT_WAITING_TIME_SECONDS = 15 * 60
+#: a day: far beyond any useful backoff (upstream multiplies it into a time.Duration, which overflows
+#: past 292 years)
+MAX_POD_GROUP_BACKOFF_SECONDS = 24 * 60 * 60
 
 
 @dataclass
@@ -28,9 +34,20 @@ class Args:
             raise ArgsError(
                 "permitWaitingTimeSeconds", f"{self.permit_waiting_time_seconds}: must be greater than 0"
             )
+        if self.permit_waiting_time_seconds > MAX_PERMIT_WAITING_TIME_SECONDS:
+            raise ArgsError(
+                "permitWaitingTimeSeconds",
+                f"{self.permit_waiting_time_seconds}: must be at most {MAX_PERMIT_WAITING_TIME_SECONDS} "
+                "(a Permit wait is cut to 15 minutes)",
+            )
         if self.pod_group_backoff_seconds < 0:
             raise ArgsError(
                 "podGroupBackoffSeconds", f"{self.pod_group_backoff_seconds}: must be greater than 0"
+            )
+        if self.pod_group_backoff_seconds > MAX_POD_GROUP_BACKOFF_SECONDS:
+            raise ArgsError(
+                "podGroupBackoffSeconds",
+                f"{self.pod_group_backoff_seconds}: must be at most {MAX_POD_GROUP_BACKOFF_SECONDS} (a day)",
             )
         if not 0 <= self.pod_group_reject_percentage <= 100:
             raise ArgsError(

@@ -9,6 +9,8 @@ from kopf_scheduler.framework.args import ArgsError
 
 DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
 DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
+#: both fields are int32 upstream: a larger value does not decode
+INT32_MAX = 2**31 - 1
 
 
 @dataclass
@@ -24,6 +26,8 @@ class Args:
             raise ArgsError("minCandidateNodesPercentage", f"{percentage}: not in valid range [0, 100]")
         if absolute < 0:
             raise ArgsError("minCandidateNodesAbsolute", f"{absolute}: not in valid range [0, inf)")
+        if absolute > INT32_MAX:
+            raise ArgsError("minCandidateNodesAbsolute", f"{absolute}: not in valid range [0, {INT32_MAX}]")
         if percentage == 0 and absolute == 0:
             raise ArgsError(
                 "minCandidateNodesPercentage",

@@ -10,8 +10,12 @@ from typing import Any
 
 from kopf_scheduler.api.duration import DurationError, parse_duration
 from kopf_scheduler.framework.args import ArgsError
+from kopf_scheduler.framework.go_duration import go_duration
 
 DEFAULT_FILTER_TIMEOUT_SECONDS = 10.0
+#: upstream only refuses negative values: Filter runs in the synchronous scheduling cycle, so one node's
+#: search may hold every profile's pods this long at most (the extenders' ``httpTimeout`` bound too)
+MAX_FILTER_TIMEOUT_SECONDS = 300.0
 
 
 @dataclass
@@ -36,3 +40,9 @@ class Args:
     def validate(self) -> None:
         if self.filter_timeout_seconds < 0:
             raise ArgsError("filterTimeout", "must be zero or positive")
+        if self.filter_timeout_seconds > MAX_FILTER_TIMEOUT_SECONDS:
+            raise ArgsError(
+                "filterTimeout",
+                f"must be at most {go_duration(MAX_FILTER_TIMEOUT_SECONDS)} (Filter runs in the scheduling "
+                f"cycle), not {go_duration(self.filter_timeout_seconds)}",
+            )

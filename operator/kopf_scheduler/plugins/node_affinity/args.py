@@ -1,5 +1,5 @@
 """NodeAffinityArgs: ``addedAffinity``, a node affinity the profile applies to every pod it schedules
-(``types_pluginargs.go``; validated like ``ValidateNodeAffinityArgs``)."""
+(``types_pluginargs.go``; validated like ``ValidateNodeAffinityArgs``, preferred weights bounded)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ from kopf_scheduler.plugins.node_affinity.terms import check_term
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+#: upstream parses these terms without checking their int32 weights; the same terms on a pod must weigh
+#: 1-100 (the API server's ValidatePreferredSchedulingTerms), and the profile's terms add to theirs: 0-100
+#: here, 0 being a term upstream ignores
+MAX_PREFERRED_WEIGHT = 100
 
 
 @dataclass
@@ -57,6 +61,10 @@ class Args:
             weight = item.get("weight", 0)
             if isinstance(weight, bool) or not isinstance(weight, int):
                 raise ArgsError(f"{path}.weight", f"must be an integer, not {weight!r}")
+            if not 0 <= weight <= MAX_PREFERRED_WEIGHT:
+                raise ArgsError(
+                    f"{path}.weight", f"must be in the range 0-{MAX_PREFERRED_WEIGHT}, not {weight}"
+                )
             preference = item.get("preference") or {}
             # Terms without weight or requirements are ignored, so upstream does not parse them.
             if (

@@ -1,4 +1,5 @@
-"""NodeResourcesFitArgs: ignored resources and the scoring strategy (``types_pluginargs.go`` upstream)."""
+"""NodeResourcesFitArgs: ignored resources and the scoring strategy (``types_pluginargs.go`` upstream),
+checked as ``ValidateNodeResourcesFitArgs`` checks them (ignored resources and groups are label names)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kopf_scheduler.framework.args import ArgsError
+from kopf_scheduler.plugins._helpers import label_name_error
 
 LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
@@ -91,11 +93,18 @@ class Args:
         return args
 
     def validate(self) -> None:
+        for i, name in enumerate(self.ignored_resources):
+            problem = label_name_error(name)
+            if problem:
+                raise ArgsError(f"ignoredResources[{i}]", f'Invalid value: "{name}": {problem}')
         for i, group in enumerate(self.ignored_resource_groups):
             if "/" in group:
                 raise ArgsError(
                     f"ignoredResourceGroups[{i}]", f"resource group name can't contain '/': {group!r}"
                 )
+            problem = label_name_error(group)
+            if problem:
+                raise ArgsError(f"ignoredResourceGroups[{i}]", f'Invalid value: "{group}": {problem}')
         if self.strategy not in STRATEGIES:
             raise ArgsError(
                 "scoringStrategy.type", f"must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}"

@@ -9,12 +9,12 @@ pod from the Services and controllers that select or own it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.framework.args import ArgsError
+from kopf_scheduler.plugins._helpers import label_name_error
 
 SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
@@ -35,48 +35,11 @@ _CONSTRAINT_FIELDS: dict[str, type | tuple[type, ...]] = {
     "matchLabelKeys": list,
 }
 
-_NAME_PART = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_NAME_PART_MSG = (
-    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "
-    "alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
-    "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-)
-_PREFIX_MSG = (
-    "prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-    "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
+_INT32_MAX = 2**31 - 1
 
 
 def _quote(value: Any) -> str:
     return f'"{value}"' if isinstance(value, str) else str(value)
-
-
-def _label_name_error(key: str) -> str | None:
-    """The first problem ``metav1validation.ValidateLabelName`` finds in ``key``, if any."""
-    prefix, _, name = key.rpartition("/")
-    if key.count("/") > 1:
-        return (
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and "
-            "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
-            "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain "
-            "prefix and '/' (e.g. 'example.com/MyName')"
-        )
-    if "/" in key:
-        if not prefix:
-            return "prefix part must be non-empty"
-        if len(prefix) > 253:
-            return "prefix part must be no more than 253 bytes"
-        if not all(_DNS_LABEL.match(part) for part in prefix.split(".")):
-            return _PREFIX_MSG
-    if not name:
-        return "name part must be non-empty"
-    if len(name) > 63:
-        return "name part must be no more than 63 bytes"
-    if not _NAME_PART.match(name):
-        return _NAME_PART_MSG
-    return None
 
 
 @dataclass
@@ -127,10 +90,19 @@ class Args:
             max_skew = c.get("maxSkew") or 0
             if max_skew <= 0:
                 raise ArgsError(f"{path}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, inf)")
+            if max_skew > _INT32_MAX:  # an int32 upstream: a larger value does not decode
+                raise ArgsError(
+                    f"{path}.maxSkew", f"Invalid value: {max_skew}: not in valid range (0, {_INT32_MAX}]"
+                )
+            min_domains = c.get("minDomains")
+            if min_domains is not None and not 0 < min_domains <= _INT32_MAX:  # as the Pod API checks it
+                raise ArgsError(
+                    f"{path}.minDomains", f"Invalid value: {min_domains}: must be greater than zero"
+                )
             key = c.get("topologyKey") or ""
             if not key:
                 raise ArgsError(f"{path}.topologyKey", "Required value: can not be empty")
-            problem = _label_name_error(key)
+            problem = label_name_error(key)
             if problem:
                 raise ArgsError(f"{path}.topologyKey", f"Invalid value: {_quote(key)}: {problem}")
             action = c.get("whenUnsatisfiable") or ""

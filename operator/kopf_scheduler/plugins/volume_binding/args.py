@@ -13,6 +13,9 @@ from typing import Any
 from kopf_scheduler.framework.args import ArgsError
 
 DEFAULT_BIND_TIMEOUT_SECONDS = 600
+#: a day (upstream only refuses negative values; it multiplies the value into a time.Duration, which
+#: overflows past 292 years): pre-bind holds the pod's binding that long at most
+MAX_BIND_TIMEOUT_SECONDS = 24 * 60 * 60
 
 
 @dataclass
@@ -27,6 +30,11 @@ class Args:
             raise ArgsError(
                 "bindTimeoutSeconds",
                 f"{self.bind_timeout_seconds}: invalid BindTimeoutSeconds, should not be a negative value",
+            )
+        if self.bind_timeout_seconds > MAX_BIND_TIMEOUT_SECONDS:
+            raise ArgsError(
+                "bindTimeoutSeconds",
+                f"{self.bind_timeout_seconds}: must be at most {MAX_BIND_TIMEOUT_SECONDS} (a day)",
             )
         if self.shape is not None:
             raise ArgsError(
