@@ -1,6 +1,7 @@
 """The SchedulingProfiles shipped in profiles/ and examples/ are accepted by an operator running with its
 default bounds (``api/bounds.py``): no reserved scheduler name, no TLS file outside the TLS directory, no
-extender at a metadata address, no timeout beyond the limit."""
+extender at a metadata address, no timeout beyond the limit; and their plugin arguments and extender
+weights are within the bounds every profile is held to (``test_profile_argument_bounds.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fake_api import FakeAPI
 
 from kopf_scheduler.api.bounds import ProfileBounds
 from kopf_scheduler.api.profile import parse_profile
+from kopf_scheduler.framework.runtime.build import build_framework
+from kopf_scheduler.plugins.defaults import default_plugins
+from kopf_scheduler.plugins.registry import new_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "profiles").glob("*.yaml")) + sorted((ROOT / "examples").rglob("*.yaml"))
@@ -24,7 +29,9 @@ def _profiles(path: Path) -> list[dict]:
 @pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
 def test_shipped_profiles_are_within_the_operators_default_bounds(path: Path) -> None:
     for doc in _profiles(path):
-        assert parse_profile(doc, ProfileBounds()).scheduler_name == doc["spec"]["schedulerName"]
+        spec = parse_profile(doc, ProfileBounds())
+        assert spec.scheduler_name == doc["spec"]["schedulerName"]
+        build_framework(spec, new_registry(autoload=False), default_plugins(), FakeAPI(strict=True))
 
 
 def test_there_are_profiles_to_check() -> None:
