@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from kopf_scheduler.api.schema import SPEC_SCHEMA
 from kopf_scheduler.framework.extenders.extender import HTTPExtender
 from kopf_scheduler.framework.extenders.replay import CURRENT, ExtenderCallNeeded, PendingCall
 from kopf_scheduler.framework.extenders.transport import ExtenderError
@@ -40,8 +41,8 @@ log = logging.getLogger("kopf_scheduler.extenders")
 EXTENDER_NAME = "Extender"
 #: an extender's score ``s`` counts ``s x weight x SCORE_SCALE``
 SCORE_SCALE = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
-#: a profile has at most this many extenders (``spec.extenders`` ``maxItems`` in ``api/schema.py``)
-MAX_EXTENDERS = 16
+#: a profile has at most this many extenders (``spec.extenders`` ``maxItems``)
+MAX_EXTENDERS: int = SPEC_SCHEMA["properties"]["extenders"]["maxItems"]
 #: the largest weighted score (either sign) one extender may give one node: every extender's and the
 #: score plugins' together still fit an int64 node total
 MAX_WEIGHTED_EXTENDER_SCORE = INT64_MAX // (2 * (MAX_EXTENDERS + 1))
