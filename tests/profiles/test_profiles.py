@@ -65,3 +65,22 @@ def test_crd_schema_is_structural() -> None:
                 walk(value, f"{path}[{i}]")
 
     walk(schema, "openAPIV3Schema")
+
+
+def test_every_field_of_the_crd_says_what_it_is_for() -> None:
+    """`kubectl explain sprof.spec...` prints a description for every field, not `<no description>`
+    (metadata is the API server's own)."""
+    schema = crd.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    undescribed: list[str] = []
+
+    def walk(node: dict[str, object], path: str) -> None:
+        if path != "metadata" and not node.get("description"):
+            undescribed.append(path or "<root>")
+        for name, child in (node.get("properties") or {}).items():  # type: ignore[attr-defined]
+            walk(child, f"{path}.{name}" if path else name)
+        items = node.get("items")
+        if isinstance(items, dict):
+            walk(items, f"{path}[]")
+
+    walk(schema, "")
+    assert undescribed == []

@@ -40,22 +40,42 @@ def _structural(node: Any, key: str = "") -> Any:
 
 _CONDITION = {
     "type": "object",
+    "description": "A condition of the profile (Accepted).",
     "required": ["type", "status"],
     "properties": {
-        "type": {"type": "string"},
-        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
-        "reason": {"type": "string"},
-        "message": {"type": "string"},
-        "observedGeneration": {"type": "integer", "format": "int64"},
-        "lastTransitionTime": {"type": "string", "format": "date-time"},
+        "type": {"type": "string", "description": "The condition's type: Accepted."},
+        "status": {
+            "type": "string",
+            "enum": ["True", "False", "Unknown"],
+            "description": "True when the profile serves; False when it was refused (the last good "
+            "profile serves on).",
+        },
+        "reason": {"type": "string", "description": "A CamelCase word for why (Accepted, Invalid, ...)."},
+        "message": {"type": "string", "description": "One line naming the field at fault, when refused."},
+        "observedGeneration": {
+            "type": "integer",
+            "format": "int64",
+            "description": "The generation of the spec the condition is about.",
+        },
+        "lastTransitionTime": {
+            "type": "string",
+            "format": "date-time",
+            "description": "When the status last changed.",
+        },
     },
 }
 
 STATUS_SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "What the operator made of the profile.",
     "properties": {
-        "observedGeneration": {"type": "integer", "format": "int64"},
+        "observedGeneration": {
+            "type": "integer",
+            "format": "int64",
+            "description": "The generation of the spec the operator last read.",
+        },
         "conditions": {
+            "description": "Whether the profile serves (Accepted) and why not.",
             "type": "array",
             "items": _CONDITION,
             "x-kubernetes-list-type": "map",
@@ -107,8 +127,8 @@ def crd() -> dict[str, Any]:
                             "description": "How kopf-scheduler schedules pods with this spec.schedulerName.",
                             "required": ["spec"],
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
+                                "apiVersion": {"type": "string", "description": "kopf-scheduler.io/v1alpha1"},
+                                "kind": {"type": "string", "description": "SchedulingProfile"},
                                 "metadata": {"type": "object"},
                                 "spec": _structural(SPEC_SCHEMA),
                                 "status": STATUS_SCHEMA,
