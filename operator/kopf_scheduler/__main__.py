@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from kopf_scheduler import __version__
 from kopf_scheduler.errors import UsageError
 
 # command name -> module exposing ``add_parser(subparsers)`` and ``run(args) -> int``
@@ -27,6 +28,7 @@ COMMANDS: dict[str, str] = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kopf-scheduler", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"kopf-scheduler v{__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
         importlib.import_module(module).add_parser(sub, name)

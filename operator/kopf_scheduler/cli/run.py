@@ -13,7 +13,9 @@ import os
 import sys
 from typing import Any
 
+from kopf_scheduler import __version__
 from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR
+from kopf_scheduler.api.duration import DurationError, parse_duration
 from kopf_scheduler.api.feature_gates import (
     FeatureGateError,
     FeatureGates,
@@ -60,9 +62,45 @@ def add_parser(sub: Any, name: str) -> None:
         default="kopf-scheduler",
         help="schedulerName the built-in default profile serves when no profile claims it ('' for none)",
     )
-    parser.add_argument("--leader-elect", default="true", choices=("true", "false"))
-    parser.add_argument("--lease-namespace", default="kube-system")
-    parser.add_argument("--lease-name", default="kopf-scheduler")
+    parser.add_argument(
+        "--kubeconfig",
+        default="",
+        metavar="FILE",
+        help="the API server and credentials of both processes; default: $KUBECONFIG, else in-cluster",
+    )
+    election = parser.add_argument_group("leader election, as kube-scheduler's flags")
+    election.add_argument(
+        "--leader-elect",
+        nargs="?",
+        const="true",
+        default="true",
+        choices=("true", "false"),
+        help="campaign for the Lease before scheduling (a bare --leader-elect is true)",
+    )
+    election.add_argument(
+        "--leader-elect-resource-namespace",
+        "--lease-namespace",
+        dest="lease_namespace",
+        default="kube-system",
+        metavar="NAMESPACE",
+        help="where the Lease lives",
+    )
+    election.add_argument(
+        "--leader-elect-resource-name",
+        "--lease-name",
+        dest="lease_name",
+        default="kopf-scheduler",
+        metavar="NAME",
+        help="the Lease's name",
+    )
+    for flag, default, meaning in (
+        ("lease-duration", None, "how long a Lease holds without renewal (default 15s)"),
+        ("renew-deadline", None, "how long the leader retries renewing before it gives up (default 10s)"),
+        ("retry-period", None, "the wait between tries to acquire or renew (default 2s)"),
+    ):
+        election.add_argument(
+            f"--leader-elect-{flag}", type=_duration, default=default, metavar="DURATION", help=meaning
+        )
     parser.add_argument("--bind-concurrency", type=int, default=64)
     bounds = parser.add_argument_group("bounds on SchedulingProfiles")
     bounds.add_argument(
@@ -114,8 +152,32 @@ def add_parser(sub: Any, name: str) -> None:
         help="whose gate defaults apply (1.34 to 1.37); default: the API server's minor version, within "
         "1.35 to 1.37",
     )
-    parser.add_argument("--verbose", "-v", action="store_true")
+    parser.add_argument(
+        "-v",
+        "--v",
+        "--verbose",
+        dest="verbosity",
+        type=int,
+        nargs="?",
+        const=4,
+        default=0,
+        metavar="LEVEL",
+        help="log verbosity as kube components count it: 0 (default) informational, 4 and above debug "
+        "(Kopf's verbose mode in both processes); a bare -v is 4",
+    )
+    parser.add_argument("--version", action="version", version=f"kopf-scheduler v{__version__}")
     parser.set_defaults(func=run)
+
+
+def _duration(text: str) -> float:
+    """A Go duration flag (``15s``, ``1m``), in seconds; argparse reports the error with the flag."""
+    try:
+        seconds = parse_duration(text)
+    except DurationError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than zero, got {text!r}")
+    return seconds
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     except FeatureGateError as e:
         print(f"kopf-scheduler run: {e}", file=sys.stderr)
         return 2
+    if args.kubeconfig:  # both processes, the scheduler's own client and Kopf's, read it from there
+        os.environ["KUBECONFIG"] = args.kubeconfig
     os.environ.update(
         config.flag_environment(
             {
@@ -143,6 +207,9 @@ def run(args: argparse.Namespace) -> int:
                 config.LEADER_ELECT: args.leader_elect,
                 config.LEASE_NAMESPACE: args.lease_namespace,
                 config.LEASE_NAME: args.lease_name,
+                config.LEASE_DURATION: args.leader_elect_lease_duration,
+                config.RENEW_DEADLINE: args.leader_elect_renew_deadline,
+                config.RETRY_PERIOD: args.leader_elect_retry_period,
                 config.BIND_CONCURRENCY: args.bind_concurrency,
                 config.ALLOW_SCHEDULER_NAMES: ",".join(args.allow_scheduler_name),
                 config.DENY_SCHEDULER_NAMES: ",".join(args.deny_scheduler_name),
@@ -156,5 +223,7 @@ def run(args: argparse.Namespace) -> int:
     )
     runner = importlib.import_module("kopf_scheduler.handlers.runner")
     return int(
-        runner.main(verbose=args.verbose, liveness_port=args.liveness_port, metrics_port=args.metrics_port)
+        runner.main(
+            verbose=args.verbosity >= 4, liveness_port=args.liveness_port, metrics_port=args.metrics_port
+        )
     )
