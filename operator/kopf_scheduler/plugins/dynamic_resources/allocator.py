@@ -30,9 +30,14 @@ from typing import Any
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
 from kopf_scheduler.framework.objects.dra import ALL
 from kopf_scheduler.framework.objects.resource_slices import Device
-from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher
+from kopf_scheduler.plugins.dynamic_resources.cel_env import Clock, DeviceMatcher, SelectorTimeout
 from kopf_scheduler.plugins.dynamic_resources.greedy import Plan, greedy, make_plan, one_request
-from kopf_scheduler.plugins.dynamic_resources.node_devices import NodeDevices, selector_error, verdict
+from kopf_scheduler.plugins.dynamic_resources.node_devices import (
+    NodeDevices,
+    selector_error,
+    timeout_error,
+    verdict,
+)
 from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, Pool, device_id_str
 from kopf_scheduler.plugins.dynamic_resources.prepare import (
     MAX_DEVICES_PER_CLAIM,
@@ -148,6 +153,7 @@ class Allocator:
             if plan.final:
                 return None
         search = _Search(self, node_name, view.pools, claims)
+        search.clocks = plan.clocks
         if self.timeout_seconds > 0:
             search.deadline = time.perf_counter() + self.timeout_seconds
         found = search.run()
@@ -182,6 +188,8 @@ class _Search(Preparation):
         self.selectable_cache: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.deadline = 0.0
         self.steps = 0
+        #: per claim: the evaluation time its selectors have left in this scheduling attempt
+        self.clocks = [Clock() for _ in claims]
 
     def run(self) -> Found | None:
         for c, claim in enumerate(self.claims):
@@ -293,7 +301,10 @@ class _Search(Preparation):
 
     def _selectors_match(self, c: int, data: Request, device: Device, slice_: ResourceSlice) -> bool:
         key = (data.device_class.selectors, data.spec.selectors)
-        found = verdict(self.owner.matcher, key, slice_.driver, device)
+        try:
+            found = verdict(self.owner.matcher, key, slice_.driver, device, self.clocks[c])
+        except SelectorTimeout as e:
+            raise timeout_error(e, data.device_class.name, self.claims[c].key) from None
         if found is True or found is False:
             return found
         raise selector_error(found, data.device_class.name, self.claims[c].key)

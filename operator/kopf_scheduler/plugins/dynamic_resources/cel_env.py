@@ -15,17 +15,22 @@ DRA library declares (``k8s.io/dynamic-resource-allocation/cel/compile.go``).
   ANTLR parser adds what it expected there (``expecting {'[', '{', ...}``), which ``celpy``'s parser
   cannot tell the same way. kube-apiserver refuses such selectors when a claim or class is written.
 - Cost: cel-go stops an evaluation past ``CELSelectorExpressionMaxCost`` (1,000,000) units with ``operation
-  cancelled: actual cost limit exceeded``. ``celpy`` has no cost tracker; evaluation steps (nodes of the
-  parse tree visited) are counted against the same limit instead, a bound of the same order.
+  cancelled: actual cost limit exceeded``; the same units are counted here (``cel_cost``).
+- Time: celpy takes microseconds per step where cel-go takes nanoseconds, so a selector far below the
+  cost limit can still run for seconds. The selectors of one claim get ``CLAIM_SECONDS`` of evaluation
+  per scheduling attempt (a ``Clock`` per claim); past it the evaluation stops (``SelectorTimeout``) and
+  the attempt fails. What was found of each device before is kept, so the next attempt goes on from
+  there; a time-out is never kept, as it says nothing of the device.
 - The commonest selector, a class's ``device.driver == "<literal>"`` (either side, either quote, no
   escapes), is answered by comparing the driver's name: it can neither fail nor cost anything, and
-  ``celpy`` would take most of a millisecond per device for it.
+  ``celpy`` would take tens of microseconds per device for it.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -35,14 +40,22 @@ from typing import Any
 import celpy
 import lark
 from celpy import celtypes
-from celpy.evaluation import Activation, Evaluator
 
 from kopf_scheduler.framework.objects.dra import Attribute
 from kopf_scheduler.framework.objects.resource_slices import Device
+from kopf_scheduler.plugins.dynamic_resources.cel_cost import (
+    Budget,
+    CostExceeded,
+    Facts,
+    Interrupted,
+    facts_of,
+)
+from kopf_scheduler.plugins.dynamic_resources.cel_evaluator import CostEvaluator
 from kopf_scheduler.plugins.dynamic_resources.cel_library import FUNCTIONS, Quantity, semver_of
 
-MAX_COST = 1_000_000
 COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
+#: how long the selectors of one claim may be evaluated in one scheduling attempt
+CLAIM_SECONDS = 0.1
 _DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 #: global functions and methods celpy has built in that cel-go's standard environment has too
@@ -78,37 +91,35 @@ class SelectorError(Exception):
         self.compile_error = compile_error
 
 
-class _CostExceeded(Exception):
-    pass
+class SelectorTimeout(Exception):
+    """The claim's ``Clock`` ran out while its selector ran (or before it started). ``verdict`` adds which
+    selector of the class's or the request's it was."""
+
+    def __init__(self, expression: str, seconds: float) -> None:
+        super().__init__(expression)
+        self.expression, self.seconds = expression, seconds
+        self.of_request, self.index = False, 0
 
 
-class _Budget:
-    __slots__ = ("left",)
+class Clock:
+    """The evaluation time the selectors of one claim have left in one scheduling attempt."""
 
-    def __init__(self) -> None:
-        self.left = MAX_COST
+    __slots__ = ("left", "seconds")
 
-
-class _CountingEvaluator(Evaluator):
-    """celpy's evaluator, counting the parse-tree nodes it visits against the cost limit."""
-
-    def __init__(self, ast: lark.Tree, activation: Activation, budget: _Budget) -> None:
-        super().__init__(ast, activation)
-        self.budget = budget
-
-    def sub_evaluator(self, ast: lark.Tree) -> Evaluator:
-        return _CountingEvaluator(ast, self.activation, self.budget)
-
-    def _visit_tree(self, tree: lark.Tree) -> Any:
-        self.budget.left -= 1
-        if self.budget.left < 0:
-            raise _CostExceeded
-        return super()._visit_tree(tree)
+    def __init__(self, seconds: float | None = None) -> None:
+        self.left = self.seconds = CLAIM_SECONDS if seconds is None else seconds
 
 
 class _Runner(celpy.InterpretedRunner):
-    def evaluate(self, context: Any) -> Any:
-        return _CountingEvaluator(self.ast, self.new_activation(), _Budget()).evaluate(context)
+    def __init__(self, ast: lark.Tree, facts: Facts) -> None:
+        super().__init__(_env(), ast, FUNCTIONS)
+        self.facts = facts
+        #: the environment's names and functions; each evaluation works on a copy (``set_activation``)
+        self.activation = self.new_activation()
+
+    def run(self, context: Any, budget: Budget) -> Any:
+        """The value; raises ``CELEvalError``, ``CostExceeded`` and ``Interrupted``."""
+        return CostEvaluator(self.ast, self.activation, budget, self.facts).evaluate(context)
 
 
 # -- compilation ----------------------------------------------------------------------------------------
@@ -179,7 +190,7 @@ def _check(ast: lark.Tree, expression: str) -> None:
 @dataclass(frozen=True, slots=True)
 class CompiledSelector:
     expression: str
-    runner: celpy.Runner | None
+    runner: _Runner | None
     #: the compile error detail, "" when it compiled
     error: str
     #: the driver name of a ``device.driver == "<literal>"`` selector (None: another selector)
@@ -226,7 +237,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         return CompiledSelector(expression, None, e.detail)
     found = _DRIVER_IS.fullmatch(expression)
     driver_is = None if found is None else next(g for g in found.groups() if g is not None)
-    return CompiledSelector(expression, _Runner(_env(), ast, FUNCTIONS), "", driver_is)
+    return CompiledSelector(expression, _Runner(ast, facts_of(ast)), "", driver_is)
 
 
 # -- evaluation -----------------------------------------------------------------------------------------
@@ -289,18 +300,19 @@ def _runtime_detail(error: celpy.CELEvalError) -> str:
     return message
 
 
-def matches(selector: CompiledSelector, context: Any) -> bool:
-    """Whether the device of ``context`` satisfies the compiled selector; raises ``SelectorError``."""
+def matches(selector: CompiledSelector, context: Any, deadline: float = 0.0) -> bool:
+    """Whether the device of ``context`` satisfies the compiled selector; raises ``SelectorError``, and
+    ``SelectorTimeout`` past ``deadline`` (a ``time.perf_counter()``; 0: none)."""
     if selector.runner is None:
         raise SelectorError(selector.error, True)
     try:
-        result = selector.runner.evaluate(context)
+        result = selector.runner.run(context, Budget(deadline))
     except celpy.CELEvalError as e:
         raise SelectorError(_runtime_detail(e), False) from None
-    except _CostExceeded:
+    except (CostExceeded, RecursionError):
         raise SelectorError(COST_EXCEEDED, False) from None
-    except RecursionError:
-        raise SelectorError(COST_EXCEEDED, False) from None
+    except Interrupted:
+        raise SelectorTimeout(selector.expression, 0.0) from None
     if not isinstance(result, celtypes.BoolType):
         type_name = type(result).__name__.removesuffix("Type").lower()
         raise SelectorError(f"CEL result of type {type_name} could not be converted to bool", False)
@@ -318,8 +330,10 @@ class DeviceMatcher:
         )
         self._contexts: weakref.WeakKeyDictionary[Device, Any] = weakref.WeakKeyDictionary()
 
-    def matches(self, expression: str, driver: str, device: Device) -> bool:
-        """Raises ``SelectorError`` (compile or runtime); ``driver`` is the driver of the device's slice."""
+    def matches(self, expression: str, driver: str, device: Device, clock: Clock | None = None) -> bool:
+        """Raises ``SelectorError`` (compile or runtime); ``driver`` is the driver of the device's slice.
+        An evaluation is charged to ``clock`` (None: no limit), and raises ``SelectorTimeout`` when it
+        runs out."""
         results = self._results.get(device)
         if results is None:
             results = self._results[device] = {}
@@ -329,14 +343,29 @@ class DeviceMatcher:
             if compiled.driver_is is not None:
                 found = driver == compiled.driver_is
             else:
-                try:
-                    found = matches(compiled, self._context(driver, device))
-                except SelectorError as e:
-                    found = e
+                found = self._evaluate(compiled, driver, device, clock)
             results[expression] = found
         if isinstance(found, SelectorError):
             raise found
         return found
+
+    def _evaluate(
+        self, compiled: CompiledSelector, driver: str, device: Device, clock: Clock | None
+    ) -> bool | SelectorError:
+        start = time.perf_counter()
+        if clock is not None and clock.left <= 0:
+            raise SelectorTimeout(compiled.expression, clock.seconds)
+        try:
+            context = self._context(driver, device)
+            return matches(compiled, context, 0.0 if clock is None else start + clock.left)
+        except SelectorError as e:
+            return e
+        except SelectorTimeout:
+            assert clock is not None
+            raise SelectorTimeout(compiled.expression, clock.seconds) from None
+        finally:
+            if clock is not None:
+                clock.left -= time.perf_counter() - start
 
     def _context(self, driver: str, device: Device) -> Any:
         context = self._contexts.get(device)

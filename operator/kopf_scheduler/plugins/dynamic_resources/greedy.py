@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
 from kopf_scheduler.framework.objects.dra import ALL, EXACT_COUNT, DeviceRequest
 from kopf_scheduler.framework.objects.resource_slices import Device
-from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher
+from kopf_scheduler.plugins.dynamic_resources.cel_env import Clock, DeviceMatcher, SelectorTimeout
 from kopf_scheduler.plugins.dynamic_resources.node_devices import (
     Failure,
     NodeView,
     Outcome,
     SelectorKey,
     selector_error,
+    timeout_error,
     verdict,
 )
 from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID
@@ -57,6 +58,11 @@ class Plan:
     single: tuple[int, Request, SelectorKey, int] | None = None
     #: per claim, per request: its name and class (for ``allocation_result``)
     classes: list[list[tuple[str, DeviceClass]]] = field(default_factory=list)
+    #: per claim: the evaluation time its selectors have left in this scheduling attempt
+    clocks: list[Clock] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.clocks = [Clock() for _ in self.claims]
 
 
 class _Prepared(Preparation):
@@ -209,7 +215,11 @@ def _scan(
             continue
         found = verdicts[i]
         if found is None:
-            found = verdicts[i] = _selectable(matcher, key, view.device_slices[i], view.devices[i])
+            try:
+                found = _selectable(matcher, key, view.device_slices[i], view.devices[i], plan.clocks[c])
+            except SelectorTimeout as e:
+                raise timeout_error(e, data.device_class.name, plan.claims[c].key) from None
+            verdicts[i] = found
         if found is True:
             taken.add(device_id)
             picked.append(i)
@@ -222,9 +232,9 @@ def _scan(
 
 
 def _selectable(
-    matcher: DeviceMatcher, key: SelectorKey, slice_: ResourceSlice, device: Device
+    matcher: DeviceMatcher, key: SelectorKey, slice_: ResourceSlice, device: Device, clock: Clock
 ) -> bool | Failure:
     """The selectors' verdict; a device that consumes counters (partitionable devices are off) is never
     taken, but its selectors run first, as the search runs them before it looks at that."""
-    found = verdict(matcher, key, slice_.driver, device)
+    found = verdict(matcher, key, slice_.driver, device, clock)
     return False if found is True and device.consumes_counters else found

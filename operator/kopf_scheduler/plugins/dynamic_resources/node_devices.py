@@ -26,7 +26,12 @@ from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.objects import ResourceSlice
 from kopf_scheduler.framework.objects.resource_slices import Device
-from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher, SelectorError
+from kopf_scheduler.plugins.dynamic_resources.cel_env import (
+    Clock,
+    DeviceMatcher,
+    SelectorError,
+    SelectorTimeout,
+)
 from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, Pool, gather_pools
 from kopf_scheduler.plugins.dynamic_resources.prepare import AllocationError
 from kopf_scheduler.plugins.dynamic_resources.results import DeviceResult
@@ -92,29 +97,49 @@ class NodeView:
         self.outcomes[slot] = outcome
 
 
-def verdict(matcher: DeviceMatcher, key: SelectorKey, driver: str, device: Device) -> bool | Failure:
+def verdict(
+    matcher: DeviceMatcher, key: SelectorKey, driver: str, device: Device, clock: Clock | None = None
+) -> bool | Failure:
     """Whether the device is selectable for the class's and the request's selectors (``isSelectable``):
     never with binding conditions (off); else the selectors in order, the first false or failing one
-    decides."""
+    decides. Raises ``SelectorTimeout`` when the claim's ``clock`` runs out: not a verdict to keep."""
     if device.binding_conditions:
         return False
     for of_request, selectors in ((False, key[0]), (True, key[1])):
         for i, expression in enumerate(selectors):
             assert expression is not None  # refused when the claim was prepared
             try:
-                if not matcher.matches(expression, driver, device):
+                if not matcher.matches(expression, driver, device, clock):
                     return False
             except SelectorError as e:
                 return of_request, i, e
+            except SelectorTimeout as e:
+                e.of_request, e.index = of_request, i
+                raise
     return True
+
+
+def _owner(of_request: bool, class_name: str, claim_key: str) -> str:
+    return f"claim {claim_key}" if of_request else f"class {class_name}"
 
 
 def selector_error(failure: Failure, class_name: str, claim_key: str) -> AllocationError:
     """Upstream's text for a selector that failed."""
     of_request, i, e = failure
-    owner = f"claim {claim_key}" if of_request else f"class {class_name}"
     what = "compile" if e.compile_error else "runtime"
-    return AllocationError(f"{owner}: selector #{i}: CEL {what} error: {e.detail}")
+    return AllocationError(
+        f"{_owner(of_request, class_name, claim_key)}: selector #{i}: CEL {what} error: {e.detail}"
+    )
+
+
+def timeout_error(e: SelectorTimeout, class_name: str, claim_key: str) -> AllocationError:
+    """The text for a claim whose selectors ran out of time, shaped as upstream's runtime errors are
+    (cel-go says ``operation interrupted`` when an evaluation's context is done)."""
+    return AllocationError(
+        f"{_owner(e.of_request, class_name, claim_key)}: selector #{e.index}: CEL runtime error: operation "
+        f"interrupted: the selectors of claim {claim_key} took more than {e.seconds * 1000:g}ms to "
+        "evaluate in this scheduling attempt"
+    )
 
 
 def make_view(slices: tuple[ResourceSlice, ...], labels: Mapping[str, str], node_name: str) -> NodeView:
