@@ -139,6 +139,11 @@ def test_profile_updates_change_placements_live(
     assert message.endswith(f"(generation 2 keeps serving {sched!r})"), message
     assert condition(profile, "Ready")["status"] == "True", dumps(profile["status"])
     assert condition(profile, "Stalled")["status"] == "True", dumps(profile["status"])
+    # and `kubectl describe sprof` shows why, as a Warning event on the profile (cluster-scoped: its
+    # event lives in namespace default)
+    warning = wait_until(lambda: _profile_events(control_plane, name), 15, "the refused profile's event")
+    assert [(e["type"], e["reason"], e["note"]) for e in warning] == [("Warning", "InvalidSpec", message)]
+    assert warning[0]["regarding"]["kind"] == "SchedulingProfile"
     assert place(scope, "p3", sched) == loaded  # still MostAllocated
 
     # weight 0: already the API server refuses it (the CRD schema), naming the field; nothing changes
@@ -269,3 +274,12 @@ def test_restart_leaves_profile_statuses_alone(
         assert new["status"] == old["status"], dumps({"before": old["status"], "after": new["status"]})
         assert new["metadata"]["resourceVersion"] == old["metadata"]["resourceVersion"], name
     assert not second.problems(), second.problems()
+
+
+def _profile_events(cp: ClusterHarness, name: str) -> list[dict[str, Any]]:
+    events = cp.api.request("GET", "/apis/events.k8s.io/v1/namespaces/default/events").json()["items"]
+    return [
+        e
+        for e in events
+        if e["regarding"].get("kind") == "SchedulingProfile" and e["regarding"]["name"] == name
+    ]

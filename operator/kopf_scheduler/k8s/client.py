@@ -33,6 +33,7 @@ from kopf_scheduler.k8s.event_series import (
     NORMAL,
     WARNING,
     EventAggregator,
+    ObjectRef,
     Occurrence,
     is_qualified_name,
     pod_ref,
@@ -233,6 +234,22 @@ class KubeClient:
                        reporting_controller=self._controller_for(pod))
         )  # fmt: skip
         self.pod_status.record_failure(pod, reason, message, nominated)
+
+    def record_warning(
+        self, api_version: str, kind: str, obj: Mapping[str, Any], reason: str, action: str, note: str
+    ) -> None:
+        """A Warning event about ``obj`` (any kind: a refused SchedulingProfile), aggregated into a
+        series and written as pods' events are; a cluster-scoped object's event lives in ``default``."""
+        meta = obj.get("metadata") or {}
+        regarding = ObjectRef(
+            kind=kind,
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""),
+            api_version=api_version,
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
+        self._in_loop(self.events.record, Occurrence(regarding, WARNING, reason, action, note))
 
     def _in_loop(self, fn: Callable[..., None], *args: Any) -> None:
         try:

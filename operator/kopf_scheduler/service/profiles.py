@@ -47,6 +47,10 @@ class _Served:
     framework: Framework
 
 
+#: tells a refusal: (the SchedulingProfile, reason, message) -> whether it was told (a standby does not)
+Warner = Callable[[Mapping[str, Any], str, str], bool]
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -66,7 +70,9 @@ class ProfileManager:
         write_status: StatusWriter,
         default_name: str | None,
         bounds: ProfileBounds | None = None,
+        warn: Warner | None = None,
     ) -> None:
+        """``warn(obj, reason, message)``: a Warning event about a refused profile, once per refusal."""
         self.scheduler = scheduler
         self.write_status = write_status
         self.default_name = default_name
@@ -80,6 +86,9 @@ class ProfileManager:
         self._transitions: dict[tuple[str, str], tuple[str, str]] = {}
         #: object name -> whether its current generation is accepted (the Accepted condition)
         self._accepted: dict[str, bool] = {}
+        self.warn = warn
+        #: object name -> the refusal last told in an event (told again only when it changes)
+        self._warned: dict[str, str] = {}
 
     async def on_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -90,6 +99,7 @@ class ProfileManager:
             self._served.pop(name, None)
             self._written.pop(name, None)
             self._accepted.pop(name, None)
+            self._warned.pop(name, None)
             for key in [key for key in self._transitions if key[0] == name]:
                 del self._transitions[key]
         else:
@@ -125,13 +135,27 @@ class ProfileManager:
             statuses[name] = self._reconcile_one(name, obj, claimed)
         self._apply(claimed)
         for name, status in statuses.items():
-            self._accepted[name] = status["conditions"][0]["status"] == "True"
+            accepted = status["conditions"][0]
+            self._accepted[name] = accepted["status"] == "True"
+            self._tell_refusal(name, accepted)
             if self._written.get(name) == status:
                 continue
             if _shown(self._objects.get(name)) == _without_nulls(status):
                 self._written[name] = status  # already there (written before a restart, or by a peer)
                 continue
             await self._write(name, status)
+
+    def _tell_refusal(self, name: str, accepted: Mapping[str, Any]) -> None:
+        """A refused generation gets one Warning event on the profile (``kubectl describe sprof``), with
+        the condition's reason and message; accepted again, a later refusal is told again."""
+        if accepted["status"] == "True":
+            self._warned.pop(name, None)
+            return
+        told = f"{accepted['reason']}: {accepted['message']}"
+        if self._warned.get(name) == told or self.warn is None:
+            return
+        if self.warn(self._objects[name], str(accepted["reason"]), str(accepted["message"])):
+            self._warned[name] = told
 
     def _reconcile_one(self, name: str, obj: Mapping[str, Any], claimed: dict[str, str]) -> dict[str, Any]:
         generation = (obj.get("metadata") or {}).get("generation")

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kopf_scheduler.api.feature_gates import FeatureGateError
-from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
+from kopf_scheduler.api.schema import GROUP, KIND, PLURAL, VERSION
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestClient, load_connection
@@ -92,7 +92,11 @@ class SchedulerService:
             binds=lambda: self.client.stats.binds,
         )
         self.profiles = ProfileManager(
-            self.scheduler, self._write_profile_status, config.default_scheduler_name, config.profile_bounds
+            self.scheduler,
+            self._write_profile_status,
+            config.default_scheduler_name,
+            config.profile_bounds,
+            warn=self._warn_profile,
         )
         self.synced = asyncio.Event()
         self.leading = asyncio.Event()
@@ -365,6 +369,14 @@ class SchedulerService:
         if self.config.shadow:
             return
         await self.client.patch_status(f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}", status)
+
+    def _warn_profile(self, obj: Mapping[str, Any], reason: str, message: str) -> bool:
+        """A refused SchedulingProfile's Warning event, from the leader only (one event, not one per
+        replica)."""
+        if self.config.shadow or not self.leading.is_set():
+            return False
+        self.client.record_warning(f"{GROUP}/{VERSION}", KIND, obj, reason, "Validating", message)
+        return True
 
     async def _write_pod_group_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         if self.config.shadow:

@@ -150,3 +150,29 @@ async def test_deleted_profile_stops_serving(setup: Any) -> None:
     await manager.on_event("ADDED", profile("p", {"schedulerName": "s"}))
     await manager.on_event("DELETED", profile("p", {"schedulerName": "s"}))
     assert "s" not in scheduler.profiles
+
+
+async def test_a_refused_profile_is_told_once_in_a_warning_event() -> None:
+    told: list[tuple[str, str, str]] = []
+    leading = False
+
+    def warn(obj: dict[str, Any], reason: str, message: str) -> bool:
+        if leading:
+            told.append((obj["metadata"]["name"], reason, message))
+        return leading
+
+    async def write(name: str, status: dict[str, Any]) -> None:
+        return None
+
+    manager = ProfileManager(Scheduler(FakeAPI()), write, "kopf-scheduler", warn=warn)
+    bad = {"schedulerName": "s", "plugins": {"score": {"enabled": [{"name": "Nope"}]}}}
+    await manager.on_event("ADDED", profile("p", bad))
+    assert told == []  # a standby tells nothing, and will tell once it leads
+    leading = True
+    await manager.on_event("MODIFIED", profile("p", bad))
+    await manager.on_event("MODIFIED", profile("p", bad))  # the same refusal: told once
+    assert [(name, reason) for name, reason, _ in told] == [("p", "InvalidSpec")]
+    assert told[0][2].startswith("spec.plugins.score.enabled[0].name: unknown plugin 'Nope'; known: ")
+    await manager.on_event("MODIFIED", profile("p", {"schedulerName": "s"}, generation=2))
+    await manager.on_event("MODIFIED", profile("p", bad, generation=3))  # refused again: told again
+    assert len(told) == 2 and told[1][2].endswith("(generation 2 keeps serving 's')")
