@@ -381,5 +381,3 @@ def describe(gates: FeatureGates, reason: str) -> list[str]:
             + ", ".join(f"{name}={str(on).lower()}" for name, on in unfollowed.items())
         )
     return lines
-
-
