@@ -3,8 +3,8 @@ then answers garbage, then a 16 MiB body (over the 8 MiB limit), then lies about
 that answers success without binding), and only then behaves. Its pod is retried and bound, each bad
 answer was reported to the user in a FailedScheduling event, and another profile's pods, arriving one
 every 0.1 s all through it, are all bound with their p99 from creation to binding within twice that of
-the same pods without the misbehaving extender (no cycle waits on an extender's answer). Read from the
-API server: pods, events and the audit log."""
+the same pods without the misbehaving extender, or under half a second (no cycle waits on an extender's
+answer). Read from the API server: pods, events and the audit log."""
 
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ pytestmark = pytest.mark.e2e
 
 STEADY = 100
 PACE = 0.1  # seconds between two steady pods: arrivals spread over the extender's whole misbehaviour
+#: the p99 beside the extender passes when within twice the quiet one or under this floor. A quiet p99 of
+#: 20-50 ms doubled is within the noise of a shared 2-core machine (one GC pause, one slow etcd fsync),
+#: which the ratio alone would fail on; a cycle that waited on the hanging extender (1 s httpTimeout)
+#: would keep a steady pod waiting twice as long as the floor.
+P99_FLOOR = 0.5
 
 
 def paced_burst(cp: ClusterHarness, scope: Scope, prefix: str, scheduler_name: str) -> list[float]:
@@ -116,4 +121,6 @@ def test_a_misbehaving_extender_costs_its_own_pod_retries_only(
     assert set(bindings.values()) == {1} and len(bindings) == 2 * STEADY + 1, bindings
     assert operator.alive, operator.tail()
     p99_quiet, p99_faulty = quantile(quiet, 0.99), quantile(faulty, 0.99)
-    assert p99_faulty <= 2 * p99_quiet, f"p99 {p99_faulty:.3f} s beside the extender, {p99_quiet:.3f} s quiet"
+    assert p99_faulty <= max(2 * p99_quiet, P99_FLOOR), (
+        f"p99 {p99_faulty:.3f} s beside the extender, {p99_quiet:.3f} s quiet"
+    )

@@ -1,8 +1,8 @@
 """Fault tier: one SchedulingProfile rewritten 50 times a second for 60 s (a GitOps loop gone wrong)
 while another profile's pods arrive in a burst. The operator does not crash or log an error, every pod of
 the other profile is bound, its p99 from creation to binding (from the API server's audit log) stays
-within twice that of the same burst without the storm, and the stormed profile ends accepted at its last
-generation (no update lost, none stuck)."""
+within twice that of the same burst without the storm (or under half a second), and the stormed profile
+ends accepted at its last generation (no update lost, none stuck)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ pytestmark = pytest.mark.e2e
 RATE = 50  # updates per second
 SECONDS = 60
 BURST = 200
+#: the burst's p99 in the storm passes when within twice the quiet one or under this floor: a quiet
+#: burst bound within a few tenths of a second doubled is within the noise of a shared 2-core machine
+#: (one GC pause, one slow etcd fsync), which the ratio alone would fail on, while half a second is more
+#: than any pod of a 200-pod burst should wait for profile updates it does not use.
+P99_FLOOR = 0.5
 
 
 def test_a_profile_storm_does_not_hold_up_another_profile(
@@ -78,4 +83,6 @@ def test_a_profile_storm_does_not_hold_up_another_profile(
     assert profile["spec"]["percentageOfNodesToScore"] == 10 + (RATE * SECONDS - 1) % 80
     assert operator.alive and not operator.problems(), operator.problems()
     p99_quiet, p99_storm = quantile(quiet, 0.99), quantile(stormy, 0.99)
-    assert p99_storm <= 2 * p99_quiet, f"p99 {p99_storm:.3f} s in the storm, {p99_quiet:.3f} s quiet"
+    assert p99_storm <= max(2 * p99_quiet, P99_FLOOR), (
+        f"p99 {p99_storm:.3f} s in the storm, {p99_quiet:.3f} s quiet"
+    )
