@@ -99,7 +99,7 @@ class Answer:
     status: int | None = None
     body: bytes = b"{}"
     retry_after: float | None = None
-    #: seconds to wait first, on the fake's ``sleep`` (``asyncio.sleep`` unless a clock is given)
+    #: seconds to wait first, with the fake's ``sleep`` (``asyncio.sleep``, or a VirtualClock's ``sleep``)
     delay: float = 0.0
     #: held until this event is set (then the delay, then the answer)
     until: asyncio.Event | None = None
