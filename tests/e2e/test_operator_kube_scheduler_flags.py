@@ -5,6 +5,8 @@ timings takes that Lease with those timings, and pods bind."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from operator_harness import Operators, Scope
 
@@ -45,3 +47,20 @@ def test_kube_scheduler_flags_configure_the_operator(
     assert held["spec"]["leaseDurationSeconds"] == 20
     assert operator.terminate() == 0, operator.tail()
     assert operator.problems() == []
+
+
+def test_json_logs_are_one_object_per_line_from_both_processes(
+    control_plane: ClusterHarness, operators: Operators, scope: Scope
+) -> None:
+    scope.nodes(1)
+    operator = operators.start("op-json", lease_namespace=scope.namespace, args=["--logging-format=json"])
+    operator.wait_for_log('"msg": "leading as op-json:')
+    scope.wait_bound(scope.create_pod("json-0")["metadata"]["name"])
+    assert operator.terminate() == 0, operator.tail()
+    lines = [line for line in operator.log().splitlines() if line.strip()]
+    records = [json.loads(line) for line in lines]  # every line: a JSON object
+    assert all({"ts", "level", "logger", "msg"} <= set(r) for r in records), lines[:5]
+    loggers = {r["logger"] for r in records}
+    assert "kopf_scheduler.handlers.intake" in loggers or any(n.startswith("kopf.") for n in loggers), loggers
+    assert any(n.startswith("kopf_scheduler") for n in loggers), loggers
+    assert not [r for r in records if r["level"] in ("error", "critical")]

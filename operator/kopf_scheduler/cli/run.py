@@ -165,6 +165,12 @@ def add_parser(sub: Any, name: str) -> None:
         help="log verbosity as kube components count it: 0 (default) informational, 4 and above debug "
         "(Kopf's verbose mode in both processes); a bare -v is 4",
     )
+    parser.add_argument(
+        "--logging-format",
+        default="text",
+        choices=config.LOGGING_FORMATS,
+        help="text: one line per message with the logger's full name; json: one JSON object per line",
+    )
     parser.add_argument("--version", action="version", version=f"kopf-scheduler v{__version__}")
     parser.set_defaults(func=run)
 
@@ -218,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
                 config.ALWAYS_ALLOW_PATHS_VAR: args.authorization_always_allow_paths,
                 config.FEATURE_GATES: args.feature_gates,
                 config.EMULATED_VERSION: args.emulated_version,
+                config.LOGGING_FORMAT: args.logging_format,
             }
         )
     )

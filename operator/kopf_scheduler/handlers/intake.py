@@ -24,6 +24,7 @@ from typing import Any
 import kopf
 import uvloop
 
+from kopf_scheduler.handlers import logs
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
 from kopf_scheduler.service.gc_freeze import FreezeAfterListing
 from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     os.write(args.fd, frame(READY, None, {}))
     if not sys.stdin.buffer.readline():  # "go": the scheduling process has loaded its lists
         return 0
-    kopf.configure(verbose=args.verbose)
+    logs.configure(args.verbose)
     # uvloop, as Kopf's own CLI runs when it is installed: libuv's sockets, TLS and pipe cost less CPU
     # per watch event than asyncio's. (The scheduling process stays on asyncio: between two cycles it
     # lets the intake run until asyncio's run queue is empty, which uvloop does not show.)

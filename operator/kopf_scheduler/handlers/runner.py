@@ -15,7 +15,7 @@ import logging
 
 import kopf
 
-from kopf_scheduler.handlers import lifecycle
+from kopf_scheduler.handlers import lifecycle, logs
 from kopf_scheduler.service import config
 from kopf_scheduler.service.supervision import Supervisor, port_taken
 
@@ -23,7 +23,7 @@ log = logging.getLogger("kopf_scheduler")
 
 
 def main(verbose: bool = False, liveness_port: int = 8080, metrics_port: int | None = None) -> int:
-    kopf.configure(verbose=verbose)
+    logs.configure(verbose)
     if metrics_port is None:
         metrics_port = config.metrics_port_from_env()
     for what, port in (("metrics", metrics_port), ("liveness", liveness_port)):

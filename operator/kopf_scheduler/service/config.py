@@ -42,6 +42,10 @@ ALLOW_EXTENDER_LINK_LOCAL = "ALLOW_EXTENDER_LINK_LOCAL"
 FEATURE_GATES = "FEATURE_GATES"
 EMULATED_VERSION = "EMULATED_VERSION"
 
+LOGGING_FORMAT = "LOGGING_FORMAT"
+#: ``--logging-format``: kube components' two formats
+LOGGING_FORMATS = ("text", "json")
+
 _TRUE = ("1", "true", "yes")
 
 #: paths of the secure port served without authorization unless ``--authorization-always-allow-paths`` says
@@ -82,6 +86,12 @@ def bounds_from_env(env: Mapping[str, str] | None = None) -> ProfileBounds:
         extender_tls_dir=_get(env, EXTENDER_TLS_DIR, "") or DEFAULT_EXTENDER_TLS_DIR,
         allow_link_local_extenders=_flag(env, ALLOW_EXTENDER_LINK_LOCAL, "false"),
     )
+
+
+def logging_format_from_env(env: Mapping[str, str] | None = None) -> str:
+    """``text`` or ``json``; anything else is ``text``."""
+    chosen = _get(os.environ if env is None else env, LOGGING_FORMAT, "text").lower()
+    return chosen if chosen in LOGGING_FORMATS else "text"
 
 
 def metrics_port_from_env(env: Mapping[str, str] | None = None) -> int:

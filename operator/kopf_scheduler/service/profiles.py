@@ -241,7 +241,7 @@ class ProfileManager:
                 self.scheduler.remove_profile(scheduler_name)
         for scheduler_name, framework in wanted.items():
             if self.scheduler.profiles.get(scheduler_name) is not framework:
-                log.info("serving schedulerName %r with %s", scheduler_name, framework.describe())
+                log.info("serving schedulerName %r: %s", scheduler_name, summary(framework.describe()))
                 self.scheduler.install(framework)
 
     async def _write(self, name: str, status: dict[str, Any]) -> None:
@@ -250,6 +250,16 @@ class ProfileManager:
             self._written[name] = status
         except Exception as e:  # the next event retries; serving does not depend on the status write
             log.warning("cannot update the status of SchedulingProfile %s: %s", name, e)
+
+
+def summary(plugins: Mapping[str, Any]) -> str:
+    """A profile's effective plugins in one short line: how many, the filters' count, the scores with
+    their weights and the binder (the whole list is in the profile's status)."""
+    names = {p if isinstance(p, str) else p["name"] for point in plugins.values() for p in point}
+    scores = ", ".join(f"{p['name']}={p['weight']}" for p in plugins.get("score") or ())
+    binders = ", ".join(plugins.get("bind") or ()) or "none"
+    filters = len(plugins.get("filter") or ())
+    return f"{len(names)} plugins; {filters} filter; score {scores or 'none'}; bind {binders}"
 
 
 def _shown(obj: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -176,3 +176,12 @@ async def test_a_refused_profile_is_told_once_in_a_warning_event() -> None:
     await manager.on_event("MODIFIED", profile("p", {"schedulerName": "s"}, generation=2))
     await manager.on_event("MODIFIED", profile("p", bad, generation=3))  # refused again: told again
     assert len(told) == 2 and told[1][2].endswith("(generation 2 keeps serving 's')")
+
+
+def test_a_profile_is_logged_in_one_short_line() -> None:
+    from kopf_scheduler.api.profile import ProfileSpec
+    from kopf_scheduler.service.profiles import summary
+
+    line = summary(Scheduler(FakeAPI()).build_profile(ProfileSpec(scheduler_name="x")).describe())
+    assert line.startswith("19 plugins; 13 filter; score TaintToleration=3, NodeAffinity=2, ")
+    assert line.endswith("; bind DefaultBinder") and "\n" not in line and len(line) < 250
