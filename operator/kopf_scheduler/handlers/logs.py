@@ -35,6 +35,8 @@ class JsonFormatter(logging.Formatter):
 def configure(verbose: bool) -> None:
     """Kopf's logging at its level, in the format ``--logging-format`` chose (``config``)."""
     kopf.configure(verbose=verbose, log_format=TEXT)  # type: ignore[arg-type]  # Kopf takes a format string too
+    # no access line for every probe of Kopf's liveness endpoint
+    logging.getLogger("aiohttp.access").setLevel(logging.DEBUG if verbose else logging.WARNING)
     if config.logging_format_from_env() == "json":
         formatter = JsonFormatter()
         for handler in logging.getLogger().handlers:

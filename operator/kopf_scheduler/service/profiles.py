@@ -87,8 +87,9 @@ class ProfileManager:
         #: object name -> whether its current generation is accepted (the Accepted condition)
         self._accepted: dict[str, bool] = {}
         self.warn = warn
-        #: object name -> the refusal last told in an event (told again only when it changes)
+        #: object name -> the refusal last told in an event, and in the log (again only when it changes)
         self._warned: dict[str, str] = {}
+        self._logged: dict[str, str] = {}
 
     async def on_event(self, kind: str | None, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name") or "")
@@ -100,6 +101,7 @@ class ProfileManager:
             self._written.pop(name, None)
             self._accepted.pop(name, None)
             self._warned.pop(name, None)
+            self._logged.pop(name, None)
             for key in [key for key in self._transitions if key[0] == name]:
                 del self._transitions[key]
         else:
@@ -150,8 +152,12 @@ class ProfileManager:
         the condition's reason and message; accepted again, a later refusal is told again."""
         if accepted["status"] == "True":
             self._warned.pop(name, None)
+            self._logged.pop(name, None)
             return
         told = f"{accepted['reason']}: {accepted['message']}"
+        if self._logged.get(name) != told:  # once per refusal, not at every reconcile while it stands
+            self._logged[name] = told
+            log.warning("SchedulingProfile %s rejected: %s", name, told)
         if self._warned.get(name) == told or self.warn is None:
             return
         if self.warn(self._objects[name], str(accepted["reason"]), str(accepted["message"])):
@@ -180,7 +186,6 @@ class ProfileManager:
             message = str(error)
             if served is not None:
                 message += f" (generation {served.generation} keeps serving {served.scheduler_name!r})"
-            log.warning("SchedulingProfile %s rejected: %s", name, message)
             return self._status(name, generation, False, "InvalidSpec", message, served)
         assert framework is not None
         owner = claimed.get(scheduler_name)

@@ -185,3 +185,14 @@ def test_a_profile_is_logged_in_one_short_line() -> None:
     line = summary(Scheduler(FakeAPI()).build_profile(ProfileSpec(scheduler_name="x")).describe())
     assert line.startswith("19 plugins; 13 filter; score TaintToleration=3, NodeAffinity=2, ")
     assert line.endswith("; bind DefaultBinder") and "\n" not in line and len(line) < 250
+
+
+async def test_a_refusal_is_logged_once_while_it_stands(setup: Any, caplog: pytest.LogCaptureFixture) -> None:
+    manager, _scheduler, _written = setup
+    bad = {"schedulerName": "s", "plugins": {"score": {"enabled": [{"name": "Nope"}]}}}
+    await manager.on_event("ADDED", profile("p", bad))
+    for i in range(3):  # other profiles' events reconcile every profile
+        await manager.on_event("ADDED", profile(f"other-{i}", {"schedulerName": f"o{i}"}))
+    assert [r.getMessage()[:36] for r in caplog.records if "rejected" in r.getMessage()] == [
+        "SchedulingProfile p rejected: Invali"
+    ]
