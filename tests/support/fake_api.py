@@ -25,7 +25,8 @@ those given while the request was held) or to ``fallback``: a test can hold a bi
 it is answered. What no script answers, ``fallback`` does (by default 201 ``{}`` to a POST and 200 ``{}``
 to anything else; a test with a server's state, such as a Lease store, passes its own), unless
 ``strict`` makes an unscripted request fail the test. While ``down`` is set, every request gets that
-answer instead (an outage).
+answer instead (an outage). A request's ``before_write`` (the fence at the wire) is called before it is
+recorded, as the pool calls it before the bytes leave; what it raises, the request is not sent.
 
 The reporting calls (``record_scheduled``, ``record_failure``, ``clear_nominated_node_name``) are
 fire-and-forget in the product: they are recorded, never answered, and never raise. ``record_failure`` is
@@ -208,8 +209,11 @@ class FakeAPI:
         *,
         content_type: str = JSON,
         params: Mapping[str, str] | None = None,
+        before_write: Callable[[], None] | None = None,
         **_: Any,
     ) -> Response:
+        if before_write is not None:  # as ``HttpPool`` does when the bytes leave: what it raises, unsent
+            before_write()
         return await self._send(Request(method, path, body, content_type if body is not None else "", params))
 
     async def get_json(

@@ -2,9 +2,16 @@
 ``PodScheduled`` condition) are sent only while this instance holds the leader Lease with time left.
 
 ``FencedRest`` stands in for the ``RestClient`` of the binder, the pod status writer and preemption: a
-read passes, a write first asks ``may_write`` (``LeaderElector.is_leader``: leading, and within the renew
+read passes, a write asks ``may_write`` (``LeaderElector.is_leader``: leading, and within the renew
 deadline of the last successful renewal on the monotonic clock) and raises ``FencedWrite`` instead of
 sending when the answer is no. The elector's own Lease writes and the events do not go through it.
+
+The question is asked at the wire: on a ready connection, right before the request's bytes are written
+(``HttpPool``'s ``before_write``), so a write that waited for a pool slot, a new connection's TLS
+handshake or a credential rebuild after a 401 is judged when it leaves, and each resend is judged again.
+It is also asked once before the request starts, so a write already refused waits for nothing. What the
+fence cannot stop is a write that left in time and is delayed on the network: the Lease's slack (its
+duration less the renew deadline, 5 s with kube-scheduler's timings) is what covers that.
 """
 
 from __future__ import annotations
@@ -43,7 +50,13 @@ class FencedRest:
         return getattr(self.rest, name)
 
     async def request(self, method: str, path: str, body: Any = None, **options: Any) -> Response:
-        if method != "GET" and not self.may_write():
-            self.refused += 1
-            raise FencedWrite(method, path)
-        return await self.rest.request(method, path, body, **options)
+        if method == "GET":
+            return await self.rest.request(method, path, body, **options)
+
+        def at_the_wire() -> None:
+            if not self.may_write():
+                self.refused += 1
+                raise FencedWrite(method, path)
+
+        at_the_wire()
+        return await self.rest.request(method, path, body, before_write=at_the_wire, **options)

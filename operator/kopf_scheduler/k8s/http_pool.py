@@ -14,6 +14,11 @@ objects beyond the answer itself. It costs about half the CPU per request of a g
   decides, since the server may have acted on it.
 - An answer cut short, a malformed answer, a refused connection or a TLS failure raise ``NoAnswer`` (or
   the ``OSError`` behind it); the timeout raises ``TimeoutError``. The connection is then closed.
+- ``before_write``, when given, is called on a ready connection (a slot held, a reused one picked or a
+  new one connected, its TLS handshake done) right before the request's bytes are written, with no
+  ``await`` in between, and again before each resend. What it raises ends the request unsent: the
+  connection, untouched, goes back to the idle ones and the slot is freed. The fence uses it
+  (``k8s.fence``): a write that waited for a slot or a handshake is judged when it leaves, not before.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httptools
@@ -169,9 +175,11 @@ class HttpPool:
     def open_connections(self) -> int:
         return len(self._busy) + sum(1 for c in self._idle if not c.closed)
 
-    async def request(self, method: str, request: bytes, timeout: float) -> Answer:
+    async def request(
+        self, method: str, request: bytes, timeout: float, *, before_write: Callable[[], None] | None = None
+    ) -> Answer:
         """Sends ``request`` (a whole HTTP/1.1 request as bytes) and returns the answer within ``timeout``
-        seconds, waiting for a free slot included."""
+        seconds, waiting for a free slot included. ``before_write``: see the module docstring."""
         if self._closed:
             raise NoAnswer("the connection pool is closed")
         if self._slots is None:
@@ -180,11 +188,11 @@ class HttpPool:
             conn = self._reuse()
             if conn is not None:
                 try:
-                    return await self._exchange(conn, request)
+                    return await self._exchange(conn, request, before_write)
                 except NoAnswer as e:
                     if not (e.nothing_received and method in IDEMPOTENT):
                         raise
-            return await self._exchange(await self._connect(), request)
+            return await self._exchange(await self._connect(), request, before_write)
 
     def _reuse(self) -> _Connection | None:
         idle = self._idle
@@ -206,7 +214,18 @@ class HttpPool:
         )
         return conn
 
-    async def _exchange(self, conn: _Connection, request: bytes) -> Answer:
+    async def _exchange(
+        self, conn: _Connection, request: bytes, before_write: Callable[[], None] | None
+    ) -> Answer:
+        if before_write is not None:
+            try:
+                before_write()  # no await from here to the write: judged as the bytes leave
+            except BaseException:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._release(conn)  # nothing was written on it: as good as before
+                raise
         self._busy.add(conn)
         try:
             answer = await conn.send(request)

@@ -4,7 +4,9 @@ counted.
 ``RestClient.request`` never raises for HTTP outcomes: it returns a ``Response`` whose ``status`` is the
 HTTP status, or 0 when there was no answer (connection refused, TLS failure, timeout). A 401 rebuilds the
 credentials once (rotated token, renewed client certificate) and retries the request; concurrent 401s
-share one rebuild. A rebuild that changes the TLS material replaces the pool; the old one is closed at
+share one rebuild. ``before_write`` is handed to the pool for each send, the resend after a rebuild
+included: the caller's last word comes when the bytes leave (``k8s.fence``); what it raises is not turned
+into a ``Response``. A rebuild that changes the TLS material replaces the pool; the old one is closed at
 once, its idle connections then and each busy one when its answer is read, so requests still running on
 it finish and no old pool outlives them. A server URL with a path (an API
 server behind a proxy, ``https://proxy/k8s/clusters/c-1``) keeps it in front of every request's path.
@@ -16,7 +18,7 @@ import asyncio
 import asyncio.sslproto
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -183,16 +185,18 @@ class RestClient:
         timeout: float | None = None,
         params: Mapping[str, str] | None = None,
         accept: str = JSON,
+        before_write: Callable[[], None] | None = None,
     ) -> Response:
+        """``before_write``: called right before the bytes are written, on every send (see the module)."""
         data = None if body is None else encode(body)
         target = quote(self._prefix + path, safe=_PATH_SAFE)
         if params:
             target += "?" + urlencode(params)
         generation = self._generation
-        response = await self._send(method, target, data, content_type, timeout, accept)
+        response = await self._send(method, target, data, content_type, timeout, accept, before_write)
         if response.status == 401:
             await self._refresh(generation)
-            response = await self._send(method, target, data, content_type, timeout, accept)
+            response = await self._send(method, target, data, content_type, timeout, accept, before_write)
         return response
 
     async def _send(
@@ -203,6 +207,7 @@ class RestClient:
         content_type: str,
         timeout: float | None,
         accept: str,
+        before_write: Callable[[], None] | None,
     ) -> Response:
         if self._closed:
             return Response(0, error=f"{method} {target}: the API client is closed")
@@ -219,7 +224,12 @@ class RestClient:
             else:
                 lines.append(f"Content-Type: {content_type}\r\nContent-Length: {len(data)}\r\n\r\n")
                 request = "".join(lines).encode() + data
-            answer = await pool.request(method, request, timeout if timeout is not None else self.timeout)
+            answer = await pool.request(
+                method,
+                request,
+                timeout if timeout is not None else self.timeout,
+                before_write=before_write,
+            )
             response = Response(
                 answer.status, answer.body, retry_after=_seconds(answer.headers.get(b"retry-after"))
             )
