@@ -9,7 +9,10 @@ answers (watches included). A ``Fault`` changes what matching requests get:
 - ``stored_then_504``: the request is forwarded and stored, then the client gets 504, as from a gateway
   that gave up waiting: the outcome is ambiguous to the client;
 - ``stored_then_drop``: forwarded and stored, then the connection is closed with no answer;
-- ``delay``: forwarded after ``seconds``;
+- ``delay``: held for ``seconds``, then delivered to the API server, even when the client gave up
+  meanwhile (timed out, closed the connection): bytes held in the network still arrive, and a test of
+  late writes needs them to. ``delivered`` records each held request as it is sent on (monotonic time,
+  method, path);
 - ``blackhole``: never forwarded; the connection is held for ``seconds`` and then closed without an
   answer, as when the network drops every packet (streams opened before keep flowing);
 - ``watch_expired``: a watch gets what the API server sends when the resourceVersion it resumes from is
@@ -102,6 +105,10 @@ class FaultProxy:
         self._session: aiohttp.ClientSession | None = None
         #: requests being forwarded: (path, the client's connection)
         self._in_flight: set[tuple[str, asyncio.Transport]] = set()
+        #: ``delay``'s held requests as they were sent on: (monotonic time, method, path)
+        self.delivered: list[tuple[float, str, str]] = []
+        #: held requests, kept running when their client goes away
+        self._held: set[asyncio.Task[web.StreamResponse]] = set()
         self.url = ""
 
     @classmethod
@@ -190,6 +197,8 @@ class FaultProxy:
         return f"http://127.0.0.1:{port}"
 
     async def _stop(self) -> None:
+        for task in list(self._held):
+            task.cancel()
         for _, transport in list(self._in_flight):  # open streams would hold the shutdown for a minute
             transport.close()
         if self._runner is not None:
@@ -205,12 +214,24 @@ class FaultProxy:
         if fault is not None and fault.action == "watch_expired":
             return _expired_watch(request.query.get("resourceVersion", "0"))
         if fault is not None and fault.action == "delay":
-            await asyncio.sleep(fault.seconds)
+            # on a task of its own: the handler is cancelled when its client goes away, the delivery is not
+            held = asyncio.ensure_future(self._deliver_later(request, body, fault))
+            self._held.add(held)
+            held.add_done_callback(_forget_held(self._held))
+            return await asyncio.shield(held)
         if fault is not None and fault.action == "blackhole":
             await asyncio.sleep(fault.seconds)
             if request.transport is not None:
                 request.transport.close()
             raise web.HTTPServiceUnavailable()  # never sent: the connection is gone
+        return await self._pass_on(request, body, fault)
+
+    async def _deliver_later(self, request: web.Request, body: bytes, fault: Fault) -> web.StreamResponse:
+        await asyncio.sleep(fault.seconds)
+        self.delivered.append((time.monotonic(), request.method, request.path))
+        return await self._pass_on(request, body, fault)
+
+    async def _pass_on(self, request: web.Request, body: bytes, fault: Fault | None) -> web.StreamResponse:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
         assert self._session is not None
         if request.transport is not None:
@@ -249,6 +270,18 @@ class FaultProxy:
                 await response.write(chunk)
             await response.write_eof()
             return response
+
+
+def _forget_held(held: set[asyncio.Task[web.StreamResponse]]) -> Any:
+    """A done callback: the task leaves ``held``, and a failure to answer a client that went away (the
+    request itself was delivered) is not reported as an exception nobody retrieved."""
+
+    def done(task: asyncio.Task[web.StreamResponse]) -> None:
+        held.discard(task)
+        if not task.cancelled():
+            task.exception()
+
+    return done
 
 
 def _status_response(fault: Fault, status: int | None = None) -> web.Response:
