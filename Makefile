@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_ARGS ?=
 
-.PHONY: demo simulate-demo test venv lint unit e2e controlplane cluster bench bench-small clean
+.PHONY: demo simulate-demo test venv lock lint unit e2e controlplane cluster bench bench-small clean
 
 # The local control plane, the operator, profiles/, a few pods, and a live profile switch.
 demo: venv controlplane
@@ -23,12 +23,23 @@ test: venv lint controlplane
 	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles
 	$(PY) -m pytest -q tests/e2e
 
+# Installs from constraints.txt: the same versions on every machine until `make lock` moves them.
 venv: $(STAMP)
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
+
+# Re-resolves constraints.txt: the newest versions pyproject.toml allows, from a fresh virtualenv.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install -q --upgrade pip
+	.lock-venv/bin/pip install -q '.[dev,bench]'
+	{ sed -n '1,2p' constraints.txt; .lock-venv/bin/pip freeze --exclude-editable | grep -v '^kopf-scheduler=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .lock-venv build
 
 lint: venv
 	$(VENV)/bin/ruff check operator tests
@@ -63,7 +74,7 @@ bench-small: $(BENCH_STAMP) controlplane
 	$(PY) -m bench run --size small $(BENCH_ARGS)
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,bench]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
 clean:
