@@ -15,8 +15,6 @@ two schedulers.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import os
 import re
 import time
@@ -26,12 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import pytest
 from operator_harness import OperatorProcess, Operators, wait_profile, wait_until
 
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.binaries import REQUIRED, BinariesNotFound, built_tool, find_bin_dir
-from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 from kopf_scheduler.devcluster.nodes import node_body
 
@@ -69,23 +65,6 @@ def bin_dir_with_scheduler(directory: Path, scheduler: Path) -> Path:
     for name in REQUIRED:
         (directory / name).symlink_to(scheduler if name == "kube-scheduler" else control_plane / name)
     return directory
-
-
-@contextlib.contextmanager
-def fresh_cluster(state_dir: Path, bin_dir: Path | None = None) -> Iterator[ClusterHarness]:
-    """etcd + kube-apiserver with the CRDs of ``crds/`` (the PodGroup's among them), nothing else; stopped
-    on exit, also when the session ends without it."""
-    cluster = DevCluster(state_dir, bin_dir=bin_dir, crds_dir=default_crds_dir(), die_with_parent=True)
-    atexit.register(cluster.down)
-    try:
-        try:
-            cluster.up()
-        except Exception as e:  # ClusterError carries the failing component's log tail
-            pytest.fail(f"control plane did not come up: {e}", pytrace=False)
-        yield ClusterHarness.of(cluster)
-    finally:
-        cluster.down()
-        atexit.unregister(cluster.down)
 
 
 # -- the two schedulers -------------------------------------------------------------------------------------

@@ -571,17 +571,25 @@ def sized_nodes(
 @contextlib.contextmanager
 def fresh_cluster(
     state_dir: Path,
-    nodes: Iterable[dict[str, Any]],
+    nodes: Iterable[dict[str, Any]] = (),
     namespaces: Iterable[str] = (),
     objects: Iterable[tuple[str, dict[str, Any]]] = (),
+    *,
+    controller_manager: bool = True,
+    bin_dir: Path | None = None,
 ) -> Iterator[ClusterHarness]:
-    """A control plane of the caller's own: etcd, kube-apiserver (the CRDs applied) and
-    kube-controller-manager, holding exactly ``nodes``, the ``namespaces`` and the ``objects``
-    (``(collection path, body)``, created in order). Comparisons of two schedulers run each on such a
-    cluster, identical and fresh, one after the other; everything is stopped on exit, also when the
-    session ends without it."""
+    """A control plane of the caller's own: etcd, kube-apiserver (the CRDs applied) and, unless
+    ``controller_manager`` is false, kube-controller-manager, holding exactly ``nodes``, the
+    ``namespaces`` and the ``objects`` (``(collection path, body)``, created in order); its binaries from
+    ``bin_dir`` when given (another kube-scheduler among them). Comparisons of two schedulers run each on
+    such a cluster, identical and fresh, one after the other (``side_by_side``); everything is stopped on
+    exit, also when the session ends without it."""
     cluster = DevCluster(
-        state_dir, crds_dir=default_crds_dir(), die_with_parent=True, with_controller_manager=True
+        state_dir,
+        bin_dir=bin_dir,
+        crds_dir=default_crds_dir(),
+        die_with_parent=True,
+        with_controller_manager=controller_manager,
     )
     atexit.register(cluster.down)
     try:

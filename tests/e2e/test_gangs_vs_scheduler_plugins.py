@@ -40,10 +40,10 @@ from gang_side_by_side import (
     Outcome,
     SchedulerPlugins,
     bin_dir_with_scheduler,
-    fresh_cluster,
     run_cases,
     scheduler_plugins_binary,
 )
+from operator_harness import fresh_cluster
 
 from kopf_scheduler.devcluster.binaries import BinariesNotFound
 
@@ -61,7 +61,7 @@ def scheduler_plugins(tmp_path_factory: pytest.TempPathFactory) -> Outcomes:
         pytest.fail(str(e), pytrace=False)
     workdir = tmp_path_factory.mktemp("gangs-scheduler-plugins")
     bin_dir = bin_dir_with_scheduler(workdir / "bin", binary)
-    with fresh_cluster(workdir / "cluster", bin_dir) as cp:
+    with fresh_cluster(workdir / "cluster", controller_manager=False, bin_dir=bin_dir) as cp:
         return dict(run_cases(cp, SchedulerPlugins(cp.cluster)))
 
 
@@ -70,7 +70,7 @@ def kopf_scheduler(tmp_path_factory: pytest.TempPathFactory) -> tuple[Outcomes, 
     """Every case through ``kopf-scheduler run`` on an identical fresh cluster; and the ERROR lines and
     tracebacks of its logs."""
     workdir = tmp_path_factory.mktemp("gangs-kopf-scheduler")
-    with fresh_cluster(workdir / "cluster") as cp:
+    with fresh_cluster(workdir / "cluster", controller_manager=False) as cp:
         scheduler = KopfScheduler(cp, workdir)
         try:
             outcomes = dict(run_cases(cp, scheduler))
