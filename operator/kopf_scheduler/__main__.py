@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from kopf_scheduler import __version__
-from kopf_scheduler.errors import UsageError
+from kopf_scheduler.api.errors import UsageError
 
 # command name -> module exposing ``add_parser(subparsers)`` and ``run(args) -> int``
 COMMANDS: dict[str, str] = {

@@ -28,10 +28,10 @@ import pytest
 import side_by_side
 from operator_harness import OPERATORS_KEY, Operators, Scope
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
-from kopf_scheduler.errors import UsageError
 
 
 def _session_cluster(state_dir: Path, *, with_controller_manager: bool = False) -> Iterator[ClusterHarness]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster import ClusterError, DevCluster, find_bin_dir
 from kopf_scheduler.devcluster.processes import is_running
-from kopf_scheduler.errors import UsageError
 
 pytestmark = pytest.mark.e2e
 

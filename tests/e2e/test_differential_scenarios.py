@@ -172,11 +172,11 @@ import pytest
 import yaml
 
 from kopf_scheduler.__main__ import main
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.api.kube_scheduler_config import export_profile
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, SCHEDULER
 from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps
-from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.objects import (
     CSI_DRIVERS,
     CSI_NODES,

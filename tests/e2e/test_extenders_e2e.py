@@ -28,10 +28,10 @@ from typing import Any
 import pytest
 from operator_harness import Operators, condition, wait_profile, wait_until
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster import DevCluster, create_nodes
 from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
-from kopf_scheduler.errors import UsageError
 from kopf_scheduler.testing.extender_server import Answer, FakeExtender
 
 pytestmark = pytest.mark.e2e

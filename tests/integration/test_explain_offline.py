@@ -12,8 +12,8 @@ import pytest
 import yaml
 from simulate_runner import run_cli
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.cli.explain import explain_pod
-from kopf_scheduler.errors import UsageError
 from kopf_scheduler.testing import make_node, make_pod
 
 

@@ -1,5 +1,5 @@
 """The package's house rules that import-linter cannot state: no import circle among its modules (imports
-made only for type checking included), and only the entry point and the user-error type at its top."""
+made only for type checking included), and only the package and its entry point at its top."""
 
 from __future__ import annotations
 
@@ -105,6 +105,6 @@ def test_no_import_circle_among_the_package_modules() -> None:
     assert circles(graph) == []
 
 
-def test_only_the_entry_point_and_user_errors_at_the_top() -> None:
+def test_only_the_entry_point_at_the_top() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "errors.py"]
+    assert top == ["__init__.py", "__main__.py"]

@@ -20,3 +20,8 @@ def join_path(base: str, *parts: str | int) -> str:
         else:
             path = f"{path}.{part}" if path else str(part)
     return path
+
+
+class UsageError(Exception):
+    """Bad input from a user of the command line (a file, a flag, a field): printed as one line naming what
+    and where, exit code 2, no traceback."""

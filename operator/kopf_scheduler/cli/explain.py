@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kopf_scheduler.errors import UsageError
+from kopf_scheduler.api.errors import UsageError
 
 
 def add_parser(sub: Any, name: str) -> None:

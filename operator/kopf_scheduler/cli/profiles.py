@@ -17,8 +17,7 @@ from typing import Any
 
 import yaml
 
-from kopf_scheduler.api.errors import ProfileError
-from kopf_scheduler.errors import UsageError
+from kopf_scheduler.api.errors import ProfileError, UsageError
 
 
 def add_parser(sub: Any, name: str) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kopf_scheduler.errors import UsageError
+from kopf_scheduler.api.errors import UsageError
 
 
 def add_parser(sub: Any, name: str) -> None:

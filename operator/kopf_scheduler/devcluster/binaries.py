@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from kopf_scheduler.errors import UsageError
+from kopf_scheduler.api.errors import UsageError
 
 BIN_DIR_ENV = "KOPF_SCHEDULER_BIN_DIR"
 CACHE_ENV = "KOPF_SCHEDULER_CACHE"

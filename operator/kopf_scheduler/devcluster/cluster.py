@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster import kubeconfig, pki
 from kopf_scheduler.devcluster.apiclient import ApiClient, probe
 from kopf_scheduler.devcluster.binaries import find_bin_dir, require
@@ -37,7 +38,6 @@ from kopf_scheduler.devcluster.processes import (
     stop,
     wait_until,
 )
-from kopf_scheduler.errors import UsageError
 
 ETCD = "etcd"
 APISERVER = "kube-apiserver"

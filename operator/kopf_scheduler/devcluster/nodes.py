@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster.apiclient import ApiClient
-from kopf_scheduler.errors import UsageError
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"

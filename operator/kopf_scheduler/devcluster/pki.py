@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from kopf_scheduler.errors import UsageError
+from kopf_scheduler.api.errors import UsageError
 
 ADMIN_USER = "kopf-scheduler-admin"
 ADMIN_GROUP = "system:masters"

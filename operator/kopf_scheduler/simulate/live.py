@@ -10,10 +10,9 @@ from typing import Any
 
 import yaml
 
-from kopf_scheduler.api.errors import ProfileError
+from kopf_scheduler.api.errors import ProfileError, UsageError
 from kopf_scheduler.api.profile import ProfileSpec, parse_profile
 from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
-from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.framework.slim import slim

@@ -18,9 +18,8 @@ from typing import Any
 
 import yaml
 
-from kopf_scheduler.api.errors import ProfileError
+from kopf_scheduler.api.errors import ProfileError, UsageError
 from kopf_scheduler.api.profile import ProfileSpec, parse_profile
-from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
 from kopf_scheduler.framework.objects import NAMESPACES, WATCHED_KINDS, ObjectKind, ObjectParseError

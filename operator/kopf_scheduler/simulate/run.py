@@ -10,10 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.api.errors import ProfileError
+from kopf_scheduler.api.errors import ProfileError, UsageError
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.backend.queue import GATED
-from kopf_scheduler.errors import UsageError
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, POD_GROUPS, RESOURCE_CLAIMS, PodGroup
 from kopf_scheduler.framework.pod_info import PodInfo

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from operator_harness import Operators, Scope, over_allocatable, settled_audit, wait_until
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
-from kopf_scheduler.errors import UsageError
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster.binaries import REQUIRED, BinariesNotFound, cache_dir, find_bin_dir
-from kopf_scheduler.errors import UsageError
 
 
 def make_bin_dir(path: Path, names: tuple[str, ...] = REQUIRED) -> Path:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.cli import dev_cluster
 from kopf_scheduler.devcluster.apiclient import probe
 from kopf_scheduler.devcluster.binaries import BinariesNotFound
@@ -26,7 +27,6 @@ from kopf_scheduler.devcluster.cluster import (
     controller_manager_argv,
 )
 from kopf_scheduler.devcluster.processes import is_running, spawn
-from kopf_scheduler.errors import UsageError
 
 KCM = Path("/bin/kube-controller-manager")
 KUBECONFIG = Path("/state/kubeconfig")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster.nodes import load_template, merge, node_body
-from kopf_scheduler.errors import UsageError
 
 
 def test_defaults() -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster import pki
 from kopf_scheduler.devcluster.cluster import ETCD_DIR_PREFIX, DevCluster, sweep_stale_etcd_dirs
 from kopf_scheduler.devcluster.processes import Component, is_running, log_tail, spawn, stop
-from kopf_scheduler.errors import UsageError
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")

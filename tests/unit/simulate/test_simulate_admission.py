@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kopf_scheduler.errors import UsageError
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.simulate.admission import (
     AdmissionError,
     PriorityClass,

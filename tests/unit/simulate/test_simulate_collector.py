@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.cli.simulate import collector_paused
-from kopf_scheduler.errors import UsageError
 
 
 @pytest.fixture(autouse=True)
