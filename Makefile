@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_ARGS ?=
 
-.PHONY: demo simulate-demo test venv lock lint unit e2e controlplane cluster bench bench-small clean
+.PHONY: demo simulate-demo test venv lock lint unit fuzz e2e controlplane cluster bench bench-small clean
 
 # The local control plane, the operator, profiles/, a few pods, and a live profile switch.
 demo: venv controlplane
@@ -20,7 +20,7 @@ simulate-demo: venv
 # The tiers that need no cluster in random order (as `make unit`), then the e2e tier in file order (its
 # modules share one control plane).
 test: venv lint controlplane
-	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles
+	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles tests/poison
 	$(PY) -m pytest -q tests/e2e
 
 # Installs from constraints.txt: the same versions on every machine until `make lock` moves them.
@@ -50,7 +50,12 @@ lint: venv
 # Every tier that needs no cluster, in random order (pytest-randomly): the order of the previous run
 # comes back with `make unit UNIT_ARGS=--randomly-seed=last`, that of seed N with `--randomly-seed=N`.
 unit: venv
-	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles
+	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles tests/poison
+
+# The poison tier at length: thousands of random objects per kind instead of the 200 fixed ones `make unit`
+# tries (tests/poison/conftest.py). A failure prints the object; pin it in REGRESSIONS there.
+fuzz: venv
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q tests/poison
 
 # Builds kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and etcd from the Go module proxy
 # into a cache outside the repository (rebuilt only when the pinned versions or the Go version change).
