@@ -18,8 +18,8 @@ simulate-demo: venv
 	$(VENV)/bin/kopf-scheduler simulate --cluster examples/cluster --explain
 
 # The tiers that need no cluster in random order (as `make unit`), then the e2e tier in file order (its
-# modules share one control plane).
-test: venv lint controlplane
+# modules share one control plane; tests/e2e/test_image*.py run the image `make image` built).
+test: venv lint controlplane image
 	$(PY) -m pytest -q -p randomly $(UNIT_ARGS) tests/unit tests/integration tests/scenarios tests/profiles tests/poison
 	$(PY) -m pytest -q tests/e2e
 
@@ -69,7 +69,7 @@ controlplane:
 image:
 	hack/image/build.sh
 
-e2e: venv controlplane
+e2e: venv controlplane image
 	$(PY) -m pytest -q tests/e2e
 
 cluster: venv controlplane
