@@ -425,8 +425,8 @@ def valid_resource_slices(draw: st.DrawFn) -> dict[str, Any]:
             "nodeName": node,
             "pool": {
                 "name": node,
-                "generation": draw(st.integers(min_value=-1, max_value=2**63)),
-                "resourceSliceCount": draw(st.integers(min_value=-1, max_value=2**31)),
+                "generation": draw(st.integers(min_value=0, max_value=2**63 - 1)),
+                "resourceSliceCount": draw(st.integers(min_value=1, max_value=2**31 - 1)),
             },
             "devices": devices,
         },
