@@ -98,3 +98,63 @@ def test_resized_pod_holds_what_its_status_says(tmp_path: Path) -> None:
         run_cli("--cluster", str(write(tmp_path, node, running("1"), pending)), "-o", "json").stdout
     )
     assert doc["pods"][0]["node"] == "n1"
+
+
+ALIAS_BOMB = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: bomb
+  labels:
+    a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]
+    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+    e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+    f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+    g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+    h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]
+    i: [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]
+spec:
+  containers: [{name: c, image: i}]
+"""
+
+
+def test_a_yaml_alias_bomb_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A few lines of anchors that expand to ten billion values: refused before anything reads them."""
+    path = tmp_path / "bomb.yaml"
+    path.write_text(ALIAS_BOMB)
+    result = run_cli("--cluster", str(path), timeout=30)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip() == (
+        f"kopf-scheduler simulate: error: {path}: document 1: invalid YAML: excessive aliasing "
+        "(more than 1,000,000 values once its aliases are expanded)"
+    )
+
+
+def test_shared_anchors_that_stay_small_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        """\
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: n1, labels: &zone {zone: a}},
+   status: {allocatable: &room {cpu: "4", memory: 8Gi, pods: "10"}}}
+- {apiVersion: v1, kind: Node, metadata: {name: n2, labels: *zone}, status: {allocatable: *room}}
+- {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {containers: [{name: c, image: i}]}}
+"""
+    )
+    result = run_cli("--cluster", str(path), "-o", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["pods"][0]["node"] in ("n1", "n2")
+
+
+def test_an_api_version_the_api_server_does_not_serve_is_refused(tmp_path: Path) -> None:
+    pod = {**make_pod().name("p").obj(), "apiVersion": "v99"}
+    path = write(tmp_path, make_node().name("n1").obj(), pod)
+    result = run_cli("--cluster", str(path))
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        f"{path}: Pod: apiVersion: 'v99' is not served for Pod (expected 'v1')"
+    )

@@ -37,6 +37,10 @@ from kopf_scheduler.simulate.admission import (
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
+#: values a document may hold once its YAML aliases are expanded (a few alias levels can describe
+#: billions: the "billion laughs"); Kubernetes' YAML decoder refuses excessive aliasing too
+MAX_EXPANDED_VALUES = 1_000_000
+
 
 @dataclass
 class ClusterInput:
@@ -90,8 +94,29 @@ def _parse(path: Path, text: str) -> list[Any]:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise UsageError(f"{path}{where}: invalid YAML: {problem}") from None
     if "&" in text:  # YAML anchors may share one mapping between objects: give each its own
+        for i, doc in enumerate(docs):
+            if _expanded_size(doc, MAX_EXPANDED_VALUES) > MAX_EXPANDED_VALUES:
+                raise UsageError(
+                    f"{path}: document {i + 1}: invalid YAML: excessive aliasing (more than "
+                    f"{MAX_EXPANDED_VALUES:,} values once its aliases are expanded)"
+                )
         docs = copy.deepcopy(docs)
     return docs
+
+
+def _expanded_size(doc: Any, limit: int) -> int:
+    """How many values ``doc`` holds with every alias expanded (a value shared N times counts N times),
+    counting no further than just past ``limit`` (a recursive alias never ends)."""
+    count = 0
+    stack = [doc]
+    while stack and count <= limit:
+        value = stack.pop()
+        count += 1
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return count
 
 
 def _documents(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -128,6 +153,14 @@ def _describe(obj: Mapping[str, Any]) -> str:
 
 
 _KINDS = {kind.kind: kind for kind in WATCHED_KINDS}
+#: the API version the API server serves each kind simulate reads at
+_API_VERSIONS = {
+    "Node": "v1",
+    "Pod": "v1",
+    "PodDisruptionBudget": "policy/v1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+    **{kind.kind: kind.api_version for kind in WATCHED_KINDS},
+}
 _NAMESPACED = {"Pod", "PodDisruptionBudget"} | {k.kind for k in WATCHED_KINDS if k.namespaced}
 _READ = {"Node", "Pod", "PodDisruptionBudget", "PriorityClass", *_KINDS}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -168,6 +201,12 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
             label = str(kind) if kind else "<no kind>"
             cluster.ignored[label] = cluster.ignored.get(label, 0) + 1
             continue
+        api_version = obj.get("apiVersion")
+        if api_version is not None and api_version != _API_VERSIONS[kind]:
+            raise UsageError(
+                f"{where}: {kind}: apiVersion: {api_version!r} is not served for {kind} "
+                f"(expected {_API_VERSIONS[kind]!r})"
+            )
         if obj.get("metadata") is None:
             obj["metadata"] = {}
         meta = obj["metadata"]
