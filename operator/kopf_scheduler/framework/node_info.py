@@ -3,6 +3,8 @@
 Invariants: ``requested`` is the sum of ``requests`` of ``pods``; ``non_zero_*`` the sum of their
 non-zero requests; ``used_ports`` counts every host port of every pod; ``generation`` changes on every
 mutation so the snapshot can refresh only changed nodes. Filters and scores never mutate a NodeInfo.
+Every amount, allocatable and summed, is an int64: quantities read as upstream reads them and sums wrap
+around as upstream's int64 sums do (``framework.resources``), so the node table can always hold them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, milli_value_of, value_of
+from kopf_scheduler.api.quantity import QuantityError, add_int64, int64_milli_value_of, int64_value_of
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.pod_info import HostPort, PodInfo
 from kopf_scheduler.framework.taints import Taint
@@ -91,7 +93,9 @@ class NodeInfo:
         parsed: dict[str, int] = {}
         for resource, quantity in allocatable.items():
             try:
-                parsed[resource] = milli_value_of(quantity) if resource == res.CPU else value_of(quantity)
+                parsed[resource] = (
+                    int64_milli_value_of(quantity) if resource == res.CPU else int64_value_of(quantity)
+                )
             except QuantityError as e:
                 raise NodeParseError(f"{source}.{resource}: {e}") from None
         images: dict[str, int] = {}
@@ -120,8 +124,8 @@ class NodeInfo:
         if pod.has_required_anti_affinity:
             self.pods_with_required_anti_affinity[pod.uid] = pod
         res.add_into(self.requested, pod.requests)
-        self.non_zero_cpu += pod.non_zero_cpu
-        self.non_zero_memory += pod.non_zero_memory
+        self.non_zero_cpu = add_int64(self.non_zero_cpu, pod.non_zero_cpu)
+        self.non_zero_memory = add_int64(self.non_zero_memory, pod.non_zero_memory)
         if pod.host_ports:  # a new Counter: clones share this one
             ports = Counter(self.used_ports)
             ports.update(pod.host_ports)
@@ -136,8 +140,8 @@ class NodeInfo:
         self.pods_with_affinity.pop(pod.uid, None)
         self.pods_with_required_anti_affinity.pop(pod.uid, None)
         res.subtract_from(self.requested, current.requests)
-        self.non_zero_cpu -= current.non_zero_cpu
-        self.non_zero_memory -= current.non_zero_memory
+        self.non_zero_cpu = add_int64(self.non_zero_cpu, -current.non_zero_cpu)
+        self.non_zero_memory = add_int64(self.non_zero_memory, -current.non_zero_memory)
         if current.host_ports:  # a new Counter, without zero counts: clones share this one
             ports = Counter(self.used_ports)
             ports.subtract(current.host_ports)

@@ -3,6 +3,10 @@
 Row ``i`` describes ``snapshot.node_infos[i]``. The snapshot rewrites only the rows of nodes whose
 generation changed; ``labels_version`` changes whenever any node's labels or taints change, or nodes come
 or go, so plugins can memoise per-selector masks until then.
+
+Amounts are int64, as upstream keeps them. ``NodeInfo`` already holds int64 amounts (a quantity that does
+not fit one reads as upstream reads it, sums wrap around); ``set_row`` wraps anything larger all the same,
+since numpy refuses a Python int beyond int64, and one bad node or pod must not stop every cycle.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.api.quantity import INT64_MAX, INT64_MIN, wrap_int64
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.node_info import NodeInfo
 
@@ -77,15 +82,15 @@ class NodeTable:
         alloc = self.allocatable[i]
         alloc[:] = 0
         for name, amount in node.allocatable.items():
-            alloc[self.column[name]] = amount
+            alloc[self.column[name]] = amount if INT64_MIN <= amount <= INT64_MAX else wrap_int64(amount)
         req = self.requested[i]
         req[:] = 0
         for name, amount in node.requested.items():
-            req[self.column[name]] = amount
-        self.non_zero[i, 0] = node.non_zero_cpu
-        self.non_zero[i, 1] = node.non_zero_memory
+            req[self.column[name]] = amount if INT64_MIN <= amount <= INT64_MAX else wrap_int64(amount)
+        self.non_zero[i, 0] = wrap_int64(node.non_zero_cpu)
+        self.non_zero[i, 1] = wrap_int64(node.non_zero_memory)
         self.pod_count[i] = len(node.pods)
-        self.allowed_pods[i] = node.allowed_pod_number
+        self.allowed_pods[i] = wrap_int64(node.allowed_pod_number)
         self.unschedulable[i] = node.unschedulable
         self.has_taints[i] = bool(node.taints)
         self.generation[i] = node.generation
@@ -103,16 +108,3 @@ class NodeTable:
         except KeyError:
             value = self._memo[key] = build()
             return value
-
-    def request_vector(self, requests: dict[str, int]) -> np.ndarray | None:
-        """``requests`` laid out as a row of this table; None if a resource has no column (no node has
-        it, so any positive request for it fails everywhere)."""
-        vec = np.zeros(len(self.resources), dtype=np.int64)
-        for name, amount in requests.items():
-            col = self.column.get(name)
-            if col is None:
-                if amount > 0:
-                    return None
-                continue
-            vec[col] = amount
-        return vec

@@ -31,6 +31,18 @@ for them); ``spec.overhead`` is added.
 Quantities are integers: millicores for CPU, whole units otherwise (``resources``). Maps keep explicit
 zeros, as upstream's resource lists do: a zero key still counts as "present" for the stand-ins and for
 scale-down detection.
+
+Every amount is an int64, whatever the pod asks for. Upstream adds and compares a pod's quantities
+exactly (``Quantity.Add``, ``Quantity.Cmp`` in ``addResourceList`` and ``maxResourceList``) and turns the
+result into an int64 once (``Value``/``MilliValue``, which wrap around or give 0 when it does not fit:
+``api.quantity``). Here each quantity is turned into that int64 first and the int64s are added with
+wrap-around (``resources.add_into``) and compared. Both give the same numbers when every quantity and
+every total fits an int64 (sub-unit amounts aside: ``0.5`` twice is 2 here, 1 upstream), and for a pod
+whose one oversized quantity stands alone in its resource list (``cpu: 1e30`` in one container is 0
+millicores either way; ``10Ei`` twice is -2 bytes either way). An oversized quantity added to or compared
+with another of its resource in one pod (``1e30`` beside ``100m``: 4089650035136921700 millicores
+upstream, 100 here; an init container's ``1e30`` against a container's ``100m``) may give an int64
+upstream does not give; never an error.
 """
 
 from __future__ import annotations
@@ -39,7 +51,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, milli_value_of, value_of
+from kopf_scheduler.api.quantity import QuantityError, int64_milli_value_of, int64_value_of
 from kopf_scheduler.framework import resources as res
 
 #: the pod condition a resize waits under, and its reason when the node can never fit it (``core/v1``)
@@ -78,7 +90,7 @@ def quantities(raw: Any, path: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, quantity in raw.items():
         try:
-            out[str(name)] = milli_value_of(quantity) if name == res.CPU else value_of(quantity)
+            out[str(name)] = int64_milli_value_of(quantity) if name == res.CPU else int64_value_of(quantity)
         except QuantityError as e:
             raise RequestsParseError(f"{path}.{name}: {e}") from None
     return out

@@ -2,9 +2,16 @@
 
 CPU is counted in millicores, everything else in whole units (bytes, counts), as ``Quantity.MilliValue``
 and ``Quantity.Value`` do upstream. A resource set is a plain ``dict[str, int]``; missing means zero.
+
+Every amount is an int64 and sums wrap around as Go's int64 ``+=`` does in ``NodeInfo.update`` and
+``Resource.Add`` (``pkg/scheduler/framework/types.go``): a quantity that does not fit (``cpu: 1e30``,
+``memory: 10Ei``) already reads as the int64 upstream reads (``api.quantity``), and two pods of 2^63-1
+bytes on one node add up to -2 there as here. So a sum never grows past what a numpy int64 holds.
 """
 
 from __future__ import annotations
+
+from kopf_scheduler.api.quantity import INT64_MAX, INT64_MIN, wrap_int64
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -14,8 +21,6 @@ PODS = "pods"
 #: requests the scoring functions assume for a container that sets none (``pkg/scheduler/util``).
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-
-_NATIVE = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, PODS, "storage"})
 
 
 def is_extended(name: str) -> bool:
@@ -32,21 +37,15 @@ def is_scalar(name: str) -> bool:
     return is_extended(name) or is_hugepages(name) or name.startswith("attachable-volumes-")
 
 
-def is_native(name: str) -> bool:
-    return name in _NATIVE or is_hugepages(name) or "/" not in name or name.startswith("kubernetes.io/")
-
-
 def add_into(total: dict[str, int], other: dict[str, int]) -> None:
+    """``total += other`` per resource, wrapping around as int64 does."""
     for name, amount in other.items():
-        total[name] = total.get(name, 0) + amount
+        summed = total.get(name, 0) + amount
+        total[name] = summed if INT64_MIN <= summed <= INT64_MAX else wrap_int64(summed)
 
 
 def subtract_from(total: dict[str, int], other: dict[str, int]) -> None:
+    """``total -= other`` per resource, wrapping around as int64 does (so a wrapped sum comes back)."""
     for name, amount in other.items():
-        total[name] = total.get(name, 0) - amount
-
-
-def max_into(total: dict[str, int], other: dict[str, int]) -> None:
-    for name, amount in other.items():
-        if amount > total.get(name, 0):
-            total[name] = amount
+        left = total.get(name, 0) - amount
+        total[name] = left if INT64_MIN <= left <= INT64_MAX else wrap_int64(left)

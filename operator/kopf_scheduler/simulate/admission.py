@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, format_quantity, parse_quantity
+from kopf_scheduler.api.quantity import QuantityError, format_quantity, is_negative
 from kopf_scheduler.framework.selectors import LabelSelector, SelectorError
 
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
@@ -187,7 +187,7 @@ def validate_pod_resources(pod: Mapping[str, Any]) -> None:
         for name in sorted(resources, key=str):
             value = resources[name]
             try:
-                negative = parse_quantity(value) < 0
+                negative = is_negative(value)
             except QuantityError as e:
                 raise AdmissionError(f"{path}[{name}]: {e}") from None
             if negative:

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from kopf_scheduler.framework import pod_requests
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError, compute_requests
 from kopf_scheduler.testing import make_pod
 
@@ -180,3 +181,28 @@ def test_pod_parse_error_names_the_field(pod: Any, message: str) -> None:
     with pytest.raises(PodParseError) as info:
         PodInfo(pod.obj())
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("pod", "spec", "non_zero"),
+    [
+        # one quantity beyond int64 in its resource list: upstream's int64, exactly
+        (make_pod().req(cpu="1e30"), {"cpu": 0}, (0, 200 * Mi)),  # a request of 0 millicores, not 100m
+        (make_pod().req(memory="10Ei"), {"memory": 2**63 - 1}, (100, 2**63 - 1)),
+        (make_pod().req(cpu="10Ei"), {"cpu": -1000}, (-1000, 200 * Mi)),
+        # two of them: upstream adds the quantities, then takes Value/MilliValue; these wrap the same way
+        (make_pod().req(memory="10Ei").container(memory="10Ei"), {"memory": -2}, (200, -2)),
+        (make_pod().req(cpu="10Ei").container(cpu="10Ei"), {"cpu": -2000}, (-2000, 400 * Mi)),
+        (make_pod().req(memory="7Ei").container(memory="7Ei"), {"memory": -(2**61)}, (200, -(2**61))),
+        (make_pod().req(cpu="1e30").container(cpu="1e30"), {"cpu": 0}, (0, 400 * Mi)),
+    ],
+    ids=["cpu-1e30", "memory-10Ei", "cpu-10Ei", "memory-10Ei-twice", "cpu-10Ei-twice", "memory-7Ei-twice",
+         "cpu-1e30-twice"],
+)  # fmt: skip
+def test_requests_beyond_int64_are_upstreams_int64(pod: Any, spec: dict[str, int], non_zero: Any) -> None:
+    """Expected values: the quantities added with ``Quantity.Add`` (as ``PodRequests`` adds them), then
+    ``MilliValue``/``Value``, run with apimachinery v0.37.2. (``1e30`` beside ``100m`` is where the two part:
+    upstream takes the low 64 bits of the exact sum, 4089650035136921700 millicores; here it is 100.)"""
+    computed = pod_requests.compute(pod.obj())
+    assert computed.spec == spec
+    assert (computed.non_zero_cpu, computed.non_zero_memory) == non_zero

@@ -3,8 +3,10 @@ binding is confirmed.
 
 Invariants:
 - A pod is in at most one ``NodeInfo``; an assumed pod counts against its node like a bound one.
-- Every assumed pod ends in exactly one of: confirmed (``add_pod`` when the API shows it bound), forgotten
-  (``forget_pod`` after a failed binding) or expired (only with a TTL; upstream's TTL is 0: never).
+- Every assumed pod ends in exactly one of: confirmed (``add_pod`` when the API shows it bound) or
+  forgotten (``forget_pod`` after a failed binding). The cache itself never expires one: with a TTL
+  (upstream's is 0: never) ``overdue_assumed_pods`` lists those whose binding finished long ago without
+  a confirmation, for the binding confirmation to re-read and settle.
 - A node deleted while pods remain on it stays as a node-less entry until those pods are gone, and is
   not offered for scheduling.
 - Every change bumps the node's generation and marks it dirty, so ``update_snapshot`` refreshes only
@@ -203,13 +205,6 @@ class Cache:
             for s in self._pods.values()
             if s.assumed and s.binding_finished and s.deadline is not None and now > s.deadline
         ]
-
-    def cleanup_assumed_pods(self) -> list[PodInfo]:
-        """Forgets the overdue assumed pods (``overdue_assumed_pods``); returns them."""
-        expired = self.overdue_assumed_pods()
-        for pod in expired:
-            self.forget_pod(pod)
-        return expired
 
     # -- snapshot --------------------------------------------------------------------------------------
     def update_snapshot(self, snapshot: Snapshot) -> None:

@@ -1,12 +1,12 @@
 """A model-based test of the scheduler cache: random sequences of node and pod events, assumes, forgets,
-finished bindings and expiries, checked after every step against a cache rebuilt from scratch out of a
-plain model (which nodes exist, which pods are where and whether they are assumed), and, whenever the
-snapshot is refreshed incrementally, against a snapshot of that rebuilt cache.
+finished bindings and overdue pods forgotten, checked after every step against a cache rebuilt from
+scratch out of a plain model (which nodes exist, which pods are where and whether they are assumed),
+and, whenever the snapshot is refreshed incrementally, against a snapshot of that rebuilt cache.
 
 The model is a dict of node objects and a dict of pods; its only rules are the cache's contract (see
 ``backend/cache/cache.py``): an assigned pod seen in the API replaces whatever the cache held for its
 uid, confirmed; ``assume`` refuses a uid the cache holds; only an assumed pod can be forgotten, and only
-on the node it was assumed on; an assumed pod whose binding finished expires strictly after the TTL.
+on the node it was assumed on; an assumed pod whose binding finished is overdue strictly after the TTL.
 Beyond equal contents, a refreshed snapshot must give every changed node a new generation (plugins cache
 per row generation) and a new labels version when labels, taints or the node set changed (plugins memoise
 per labels version).
@@ -328,17 +328,20 @@ class CacheMachine(RuleBasedStateMachine):
         known.deadline = self.clock.now() + TTL  # again: a deadline counts from the last finish
 
     @rule(seconds=st.sampled_from((TTL / 3, TTL / 2, TTL)), refresh=st.booleans())
-    def expire(self, seconds: float, refresh: bool = False) -> None:
+    def overdue(self, seconds: float, refresh: bool = False) -> None:
+        """Time passes; the overdue pods are forgotten, as the binding confirmation forgets those it finds
+        still unbound."""
         self.refresh_after = refresh
         self.clock.advance(seconds)
-        expired = {p.uid for p in self.cache.cleanup_assumed_pods()}
+        overdue = self.cache.overdue_assumed_pods()
         now = self.clock.now()
         due = {
             uid for uid, p in self.pods.items() if p.assumed and p.deadline is not None and now > p.deadline
         }
-        assert expired == due
-        for uid in due:
-            del self.pods[uid]
+        assert {p.uid for p in overdue} == due
+        for pod in overdue:
+            self.cache.forget_pod(pod)
+            del self.pods[pod.uid]
 
     # -- snapshots -------------------------------------------------------------------------------------
     @rule()

@@ -1,5 +1,5 @@
-"""The scheduler cache: assumed pods and their end (confirmed, forgotten, expired), node removal with pods
-left, and incremental snapshots."""
+"""The scheduler cache: assumed pods and their end (confirmed, forgotten; the overdue ones listed), node
+removal with pods left, and incremental snapshots."""
 
 from typing import Any
 
@@ -100,42 +100,43 @@ def test_forget_errors(setup: str, forget: PodInfo, message: str) -> None:
     assert _cpu(cache, "n1") == 500
 
 
-def test_assumed_pod_expires_after_ttl_once_binding_finished() -> None:
+def test_assumed_pod_is_overdue_after_ttl_once_binding_finished() -> None:
     clock = VirtualClock()
     cache = Cache(clock, assumed_ttl=30)
     cache.add_node(_node("n1"))
     pod = _pod(node="n1")
     cache.assume_pod(pod)
     clock.advance(100)
-    assert cache.cleanup_assumed_pods() == []  # binding still in progress: never expires
+    assert cache.overdue_assumed_pods() == []  # binding still in progress: never overdue
     cache.finish_binding(pod)
     clock.advance(30)
-    assert cache.cleanup_assumed_pods() == []  # upstream expires only strictly after the deadline
+    assert cache.overdue_assumed_pods() == []  # upstream expires only strictly after the deadline
     clock.advance(0.001)
-    assert [p.key for p in cache.cleanup_assumed_pods()] == ["default/p"]
-    assert _cpu(cache, "n1") == 0
-    assert cache.pod_count() == 0
+    assert [p.key for p in cache.overdue_assumed_pods()] == ["default/p"]
+    # listed, not forgotten: the binding confirmation decides
+    assert cache.is_assumed(pod.uid)
+    assert _cpu(cache, "n1") == 500
 
 
-def test_assumed_pod_never_expires_with_ttl_zero() -> None:
+def test_assumed_pod_is_never_overdue_with_ttl_zero() -> None:
     cache = _cache("n1", ttl=0)
     pod = _pod(node="n1")
     cache.assume_pod(pod)
     cache.finish_binding(pod)
     cache.clock.advance(10**6)  # type: ignore[attr-defined]
-    assert cache.cleanup_assumed_pods() == []
+    assert cache.overdue_assumed_pods() == []
     assert cache.is_assumed(pod.uid)
     assert _cpu(cache, "n1") == 500
 
 
-def test_confirmed_pod_does_not_expire() -> None:
+def test_confirmed_pod_is_never_overdue() -> None:
     cache = _cache("n1", ttl=30)
     pod = _pod(node="n1")
     cache.assume_pod(pod)
     cache.finish_binding(pod)
     cache.add_pod(_pod(node="n1"))
     cache.clock.advance(60)  # type: ignore[attr-defined]
-    assert cache.cleanup_assumed_pods() == []
+    assert cache.overdue_assumed_pods() == []
     assert _cpu(cache, "n1") == 500
 
 
