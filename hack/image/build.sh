@@ -8,12 +8,11 @@
 #   dist/image/image.json          name, digests, sizes, build time (what the e2e tests read)
 #
 # 1. mmdebstrap (Debian's package) makes a root filesystem from Debian's mirror (versions.env): the
-#    essential set plus python3, ca-certificates and netbase;
+#    essential set plus DEBIAN_PACKAGES (python3, libstdc++6, ca-certificates, netbase);
 # 2. inside it (chroot), the suite's own python3 makes a virtual environment /opt/kopf-scheduler and pip,
 #    run from its wheel, installs the wheels of requirements.lock (--require-hashes, no index) and the
 #    package's own wheel, built here from the checkout's files at the top and in operator/ (those git
-#    does not ignore);
-#    the image's tag is that wheel's version;
+#    does not ignore); the image's tag is that wheel's version;
 # 3. slim.py removes every package not needed at run time (dpkg, shells and the other essential tools
 #    too), documentation and caches, and adds the user nonroot (65532);
 # 4. oci.py writes the layers (Debian, the dependencies, the package), config and manifest, sbom.py the
