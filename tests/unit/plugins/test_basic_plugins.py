@@ -4,6 +4,7 @@ test."""
 from typing import Any
 
 import pytest
+from fake_api import Answer, FakeAPI, status
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.cycle_state import CycleState
@@ -121,33 +122,29 @@ def test_priority_sort_queue_sort(a: QueuedPodInfo, b: QueuedPodInfo, less: bool
     assert (plugin.sort_key(a) < plugin.sort_key(b)) is less
 
 
-class Client:
-    def __init__(self, fail: APIError | None = None) -> None:
-        self.fail = fail
-        self.bound: list[tuple[str, str]] = []
-
-    async def bind(self, pod: PodInfo, node_name: str) -> None:
-        if self.fail is not None:
-            raise self.fail
-        self.bound.append((pod.key, node_name))
-
-
 @pytest.mark.parametrize(
-    ("fail", "expected"),
+    ("answer", "expected"),
     [
         (None, None),
         (
-            APIError(409, "pod p is already assigned"),
-            error("409: pod p is already assigned", plugin="DefaultBinder"),
+            status(409, 'Operation cannot be fulfilled on pods/binding "p": pod p is already assigned'),
+            error(
+                '409: binding default/p to n1: Operation cannot be fulfilled on pods/binding "p": '
+                "pod p is already assigned",
+                plugin="DefaultBinder",
+            ),
         ),
     ],
     ids=["bound", "conflict"],
 )
-async def test_default_binder_bind(fail: APIError | None, expected: Status | None) -> None:
-    client = Client(fail)
-    plugin = default_binder.new(default_binder.Args(), type("Handle", (), {"client": client})())
-    status = await plugin.bind(CycleState(), _pod(make_pod()), "n1")
-    assert status == expected
-    assert client.bound == ([] if fail else [("default/p", "n1")])
-    if fail is not None:
-        assert status is not None and status.cause is fail
+async def test_default_binder_bind(answer: Answer | None, expected: Status | None) -> None:
+    api = FakeAPI()
+    if answer is not None:
+        api.script("POST", "*/binding", answer)
+    plugin = default_binder.new(default_binder.Args(), type("Handle", (), {"client": api})())
+    status_ = await plugin.bind(CycleState(), _pod(make_pod()), "n1")
+    assert status_ == expected
+    assert api.bind_attempts() == [("default/p", "n1")]
+    assert api.bound == ([] if answer else [("default/p", "n1")])
+    if answer is not None:
+        assert status_ is not None and isinstance(status_.cause, APIError) and status_.cause.status == 409
