@@ -185,8 +185,10 @@ mmdebstrap --mode=root --variant=essential --arch="$ARCH" --include="$DEBIAN_PAC
   "deb $DEBIAN_MIRROR $DEBIAN_SUITE-updates main" \
   "deb $DEBIAN_SECURITY_MIRROR $DEBIAN_SUITE-security main" >"$work/mmdebstrap.log" 2>&1 ||
   { tail -40 "$work/mmdebstrap.log" >&2; die "mmdebstrap failed"; }
-# keep the cache to what the last build used
+# keep the cache to what the builds use: packages fetched within a month, the current locks' wheels and venv
 find "$cache/debs" -name '*.deb' -mtime +30 -delete 2>/dev/null || true
+find "$cache" -maxdepth 1 \( -name 'wheels-*' ! -name "${wheels##*/}" -o -name 'build-venv-*' ! -name "${build_venv##*/}" \) \
+  -exec rm -rf {} + 2>/dev/null || true
 
 log "mmdebstrap done after $((SECONDS - started)) s; slimming"
 "$host_python" "$HERE/slim.py" "$rootfs" --keep "$DEBIAN_PACKAGES" --uid "$IMAGE_UID" >&2
