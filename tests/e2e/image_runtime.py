@@ -103,9 +103,13 @@ def built_image() -> BuiltImage:
 
 
 def record(key: str, value: Any) -> None:
-    """Add a measurement to ``dist/image/measurements.json`` (size, load and start-up times)."""
+    """Add a measurement to ``dist/image/measurements.json`` (size, load and start-up times) of the image
+    ``image.json`` names: those of an earlier image are dropped."""
     path = BUILD / "measurements.json"
+    digest = built_image().digest
     data = json.loads(path.read_text()) if path.is_file() else {}
+    if data.get("digest") != digest:
+        data = {"digest": digest}
     data[key] = value
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 

@@ -123,7 +123,6 @@ def test_the_image_is_the_package_version_deploy_and_the_chart_name(
     )
 
     record("image", image.name)
-    record("digest", image.digest)
     record("compressed_size_mb", round(image.compressed_size / 1e6, 1))
     record("uncompressed_size_mb", round(image.uncompressed_size / 1e6, 1))
     record("layers_mb", {layer["name"]: round(layer["size"] / 1e6, 1) for layer in image.layers})
