@@ -11,9 +11,9 @@ in ``k8s.io/component-base/featuregate``). A gate with no such entry is "pre-alp
 settable. Dependencies (``defaultKubernetesFeatureGateDependencies``) are checked as upstream checks them:
 an enabled gate whose dependency is disabled is refused.
 
-``IMPLEMENTED`` says what kopf-scheduler's code does today: every gate is either behaved as on or behaved
-as off whatever its value (no code path reads a gate yet). So ``--feature-gates`` accepts a gate only at
-the value the code implements; any other value is refused with a line naming it, never silently
+``IMPLEMENTED`` says what kopf-scheduler's code does today: a gate in ``READ`` is read by the code
+(``handle.feature_gates``) and either value is implemented; every other gate is behaved as on or behaved
+as off whatever its value. So ``--feature-gates`` accepts a gate only at a value the code implements; any other value is refused with a line naming it, never silently
 ignored. Defaults that the code does not follow at the emulated version (``FeatureGates.not_followed``)
 are said in the log at start, so the difference from kube-scheduler of that version is never silent
 either.
@@ -163,8 +163,12 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
     "TopologyAwareWorkloadScheduling": ("GenericWorkload",),
 }  # fmt: skip
 
-#: gates kopf-scheduler's code behaves as on whatever their value (kube-scheduler v1.34's defaults it
-#: implements); every other gate of ``GATES`` it behaves as off
+#: gates whose value kopf-scheduler's code reads (``handle.feature_gates``): either value is implemented
+READ = frozenset({
+})  # fmt: skip
+
+#: gates kopf-scheduler's code behaves as on whatever their value (kube-scheduler's defaults it
+#: implements); every other gate of ``GATES`` not in ``READ`` it behaves as off
 _BEHAVES_ON = frozenset({
     "DRAAdminAccess",  # plugins/dynamic_resources: adminAccess requests
     "DRAPrioritizedList",  # plugins/dynamic_resources: firstAvailable subrequests
@@ -180,8 +184,10 @@ _BEHAVES_ON = frozenset({
     "VolumeAttributesClass",  # PV/PVC volumeAttributesClassName matching
 })  # fmt: skip
 
-#: the one value of each gate kopf-scheduler's code implements today
-IMPLEMENTED: Mapping[str, bool] = {name: name in _BEHAVES_ON for name in GATES}
+#: the values of each gate kopf-scheduler's code implements today
+IMPLEMENTED: Mapping[str, frozenset[bool]] = {
+    name: frozenset({True, False}) if name in READ else frozenset({name in _BEHAVES_ON}) for name in GATES
+}
 
 
 def version_text(version: Version) -> str:
@@ -245,10 +251,10 @@ def check_implemented(gates: Mapping[str, bool]) -> None:
     for name, value in gates.items():
         if name not in GATES:
             raise FeatureGateError(f"--feature-gates: unrecognized feature gate: {name}")
-        if IMPLEMENTED[name] != value:
+        if value not in IMPLEMENTED[name]:
             raise FeatureGateError(
                 f"--feature-gates: {name}={str(value).lower()} is not implemented by kopf-scheduler, "
-                f"which always runs with {name}={str(IMPLEMENTED[name]).lower()}"
+                f"which always runs with {name}={str(not value).lower()}"
             )
 
 
@@ -312,7 +318,7 @@ class FeatureGates:
     def not_followed(self) -> dict[str, bool]:
         """The gates whose value in force kopf-scheduler's code does not implement (name -> the value in
         force; the code behaves as the opposite)."""
-        return {name: on for name, on in self.as_dict().items() if IMPLEMENTED[name] != on}
+        return {name: on for name, on in self.as_dict().items() if on not in IMPLEMENTED[name]}
 
     def set_text(self) -> str:
         return ",".join(f"{name}={str(value).lower()}" for name, value in self.explicit.items())

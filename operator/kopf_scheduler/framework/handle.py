@@ -61,7 +61,8 @@ class Handle(Protocol):
     #: the pods of each PodGroup, by namespace and group name (the Coscheduling plugin counts them)
     group_members: GroupMembers
     #: the Kubernetes feature gates in force (upstream's names and versioned defaults); available from
-    #: the plugin's construction on. No plugin reads one yet: each behaves as ``IMPLEMENTED`` says
+    #: the plugin's construction on. Plugins read the gates in ``feature_gates.READ``; for every other gate
+    #: the code behaves as ``IMPLEMENTED`` says
     feature_gates: FeatureGates
 
     def snapshot(self) -> SnapshotLister: ...
