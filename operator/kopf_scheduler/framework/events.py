@@ -47,6 +47,8 @@ class Action(enum.Flag):
     UPDATE_NODE_TAINT = enum.auto()
     UPDATE_NODE_CONDITION = enum.auto()
     UPDATE_NODE_ANNOTATION = enum.auto()
+    #: ``status.declaredFeatures`` changed (upstream emits it with the NodeDeclaredFeatures gate on)
+    UPDATE_NODE_DECLARED_FEATURE = enum.auto()
     UPDATE_POD_LABEL = enum.auto()
     UPDATE_POD_SCALE_DOWN = enum.auto()
     UPDATE_POD_TOLERATION = enum.auto()
