@@ -1,5 +1,6 @@
-"""NodeResourcesBalancedAllocation: scores from real requests, the best-effort skip, extended
-resources, arguments, and the vectorised score against the per-node score."""
+"""NodeResourcesBalancedAllocation: scores of the balance the pod brings (upstream's table at v1.37.2),
+real requests, the best-effort skip, extended resources, arguments, and the vectorised score against
+the per-node score."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kopf_scheduler.plugins.node_resources_balanced_allocation import (
     Args,
     NodeResourcesBalancedAllocation,
     ResourceSpec,
+    balance,
     balanced_score,
     new,
 )
@@ -34,28 +36,24 @@ def _node(name: str, milli_cpu: int, memory: int, gpu: int | None = None) -> dic
     return make_node().name(name).capacity(**capacity).obj()
 
 
-def cpu_only(node: str = "") -> dict[str, Any]:
-    builder = make_pod().name(f"cpu-{node}").req(cpu="1000m", memory="0").container(cpu="2000m", memory="0")
+def _pod(name: str, *containers: dict[str, str], node: str = "") -> dict[str, Any]:
+    """A pod with one container per request map, as upstream's ``st.MakePod().Req(...).Req(...)``."""
+    builder = make_pod().name(name).set("spec.containers", [])
+    for requests in containers:
+        builder.container().res(requests)
     return (builder.node(node) if node else builder).obj()
 
 
-def cpu_and_memory(node: str = "") -> dict[str, Any]:
-    builder = (
-        make_pod().name(f"cm-{node}").req(cpu="1000m", memory="2000").container(cpu="2000m", memory="3000")
-    )
-    return (builder.node(node) if node else builder).obj()
+def cpu_only(cpu: str) -> dict[str, str]:
+    return {"cpu": cpu}
 
 
-def cpu_memory_gpu(node: str) -> dict[str, Any]:
-    return (
-        make_pod()
-        .name(f"cmg-{node}")
-        .req(cpu="1000m", memory="2000")
-        .container(cpu="2000m", memory="3000")
-        .res({GPU: "3"})
-        .node(node)
-        .obj()
-    )
+def cpu_and_memory(cpu: str, memory: str) -> dict[str, str]:
+    return {"cpu": cpu, "memory": memory}
+
+
+def cpu_memory_gpu(cpu: str, memory: str, gpu: str) -> dict[str, str]:
+    return {"cpu": cpu, "memory": memory, GPU: gpu}
 
 
 def _plugin(resources: list[str] | None = None) -> NodeResourcesBalancedAllocation:
@@ -67,71 +65,114 @@ def _plugin(resources: list[str] | None = None) -> NodeResourcesBalancedAllocati
 
 DEFAULT = None
 WITH_GPU = ["cpu", "memory", GPU]
+#: the pod most cases place, and the pods upstream's table puts on the nodes
+POD = _pod("p", cpu_and_memory("1000m", "2000"), cpu_and_memory("2000m", "3000"))
 
+
+def _cpu_pod_on(node: str) -> dict[str, Any]:
+    return _pod(f"cpu-{node}", cpu_only("1000m"), cpu_only("2000m"), node=node)
+
+
+def _cpu_memory_pod_on(node: str) -> dict[str, Any]:
+    return _pod(f"cm-{node}", cpu_and_memory("1000m", "2000"), cpu_and_memory("2000m", "3000"), node=node)
+
+
+#: upstream's TestNodeResourcesBalancedAllocation at v1.37.2 (balanced_allocation_test.go): the score
+#: is 50 + (50 + balance with the pod - balance without it) / 2; the cases backed by DRA devices aside
 CASES = [
+    # n1: cpu 0 -> 3000/4000, memory 0 -> 5000/10000: balance 100 -> 87; n2: 100 -> 100
     pytest.param(
-        cpu_and_memory(),
-        [_node("n1", 4000, 10000), _node("n2", 6000, 10000)],
+        POD,
+        [_node("node1", 4000, 10000), _node("node2", 6000, 10000)],
         [],
         DEFAULT,
-        [87, 100],
-        id="nothing-scheduled-differently-sized",
+        [68, 75],
+        id="nothing-scheduled-differently-sized-nodes",
     ),
+    # n1: cpu 30% -> 60%, memory 0% -> 25%: 85 -> 82; n2: cpu 30% -> 60%, memory 25% -> 50%: 97 -> 95
     pytest.param(
-        cpu_and_memory(),
-        [_node("n1", 10000, 20000), _node("n2", 10000, 20000)],
-        [cpu_only("n1"), cpu_and_memory("n2")],
+        POD,
+        [_node("node1", 10000, 20000), _node("node2", 10000, 20000)],
+        [_cpu_pod_on("node1"), _cpu_memory_pod_on("node2")],
         DEFAULT,
-        [82, 95],
+        [73, 74],
         id="pods-scheduled-with-resources",
     ),
+    # n2: cpu 30% -> 60%, memory 10% -> 20%: 90 -> 80
     pytest.param(
-        cpu_and_memory(),
-        [_node("n1", 10000, 20000), _node("n2", 10000, 50000)],
-        [cpu_only("n1"), cpu_and_memory("n2")],
+        POD,
+        [_node("node1", 10000, 20000), _node("node2", 10000, 50000)],
+        [_cpu_pod_on("node1"), _cpu_memory_pod_on("node2")],
         DEFAULT,
-        [82, 80],
-        id="pods-scheduled-differently-sized",
+        [73, 70],
+        id="pods-scheduled-differently-sized-nodes",
     ),
+    # n1: cpu 100% -> 100%, memory 0% -> 100%: 50 -> 100; n2: cpu 0%, memory 0% -> 100%: 100 -> 50
     pytest.param(
-        cpu_only(),
-        [_node("n1", 6000, 10000), _node("n2", 6000, 10000)],
-        [cpu_only("n1"), cpu_and_memory("n2")],
+        _pod("p", {"memory": "2000"}, {"memory": "3000"}),
+        [_node("node1", 3000, 5000), _node("node2", 3000, 5000)],
+        [_cpu_pod_on("node1")],
         DEFAULT,
-        [50, 75],
-        id="requested-at-capacity",
+        [100, 50],
+        id="nodes-reach-min-and-max-score",
     ),
+    # n1: cpu 50% -> 100%, memory 0%: 75 -> 50; n2: cpu 50% -> 100%, memory 50%: 100 -> 75
     pytest.param(
-        cpu_only(),
-        [_node("n1", 4000, 10000), _node("n2", 4000, 10000)],
-        [cpu_only("n1"), cpu_and_memory("n2")],
+        _pod("p", cpu_only("1000m"), cpu_only("2000m")),
+        [_node("node1", 6000, 10000), _node("node2", 6000, 10000)],
+        [_cpu_pod_on("node1"), _cpu_memory_pod_on("node2")],
         DEFAULT,
-        [50, 75],
+        [62, 62],
+        id="requested-at-node-capacity",
+    ),
+    # n1: cpu 85.7%, memory 12.5%, gpu 37.5% -> 50%: 69 -> 70; n2: gpu 0% -> 12.5%: 62 -> 65
+    pytest.param(
+        _pod("p", cpu_memory_gpu("0", "0", "1")),
+        [_node("node1", 3500, 40000, gpu=8), _node("node2", 3500, 40000, gpu=8)],
+        [
+            _pod("cmg", cpu_and_memory("1000m", "2000"), cpu_memory_gpu("2000m", "3000", "3"), node="node1"),
+            _cpu_memory_pod_on("node2"),
+        ],
+        WITH_GPU,
+        [75, 76],
+        id="requested-scalar-resource-counts",
+    ),
+    # cpu 0% -> 85.7%, memory 0% -> 12.5%: 100 -> 63 on both; gpu is not requested, so left out
+    pytest.param(
+        POD,
+        [_node("node1", 3500, 40000, gpu=8), _node("node2", 3500, 40000)],
+        [],
+        WITH_GPU,
+        [56, 56],
+        id="unrequested-scalar-resource-left-out",
+    ),
+    # -- more cases --------------------------------------------------------------------------------------
+    # n1: cpu 75% -> 150% (capped at 100%), memory 0%: 62 -> 50; n2: cpu 75% -> 100%, memory 50%: 87 -> 75
+    pytest.param(
+        _pod("p", cpu_only("1000m"), cpu_only("2000m")),
+        [_node("node1", 4000, 10000), _node("node2", 4000, 10000)],
+        [_cpu_pod_on("node1"), _cpu_memory_pod_on("node2")],
+        DEFAULT,
+        [69, 69],
         id="fraction-capped-at-one",
     ),
+    # no allocatable: no fraction, balance 100 with and without the pod
     pytest.param(
-        cpu_only(),
-        [_node("n1", 0, 0), _node("n2", 0, 0)],
+        _pod("p", cpu_only("1000m"), cpu_only("2000m")),
+        [_node("node1", 0, 0), _node("node2", 0, 0)],
         [],
         DEFAULT,
-        [100, 100],
+        [75, 75],
         id="zero-allocatable-left-out",
     ),
+    # only cpu counts: one fraction, balance 100 with and without the pod
     pytest.param(
-        make_pod().name("g").req(memory="0").res({GPU: "1"}).obj(),
-        [_node("n1", 3500, 40000, gpu=8), _node("n2", 3500, 40000, gpu=8)],
-        [cpu_memory_gpu("n1"), cpu_and_memory("n2")],
-        WITH_GPU,
-        [70, 65],
-        id="three-resources-population-std",
-    ),
-    pytest.param(
-        cpu_only(),
-        [_node("n1", 3500, 40000, gpu=8), _node("n2", 3500, 40000)],
-        [cpu_only("n1"), cpu_only("n2")],
+        _pod("p", cpu_only("1000m"), cpu_only("2000m")),
+        [_node("node1", 3500, 40000, gpu=8), _node("node2", 3500, 40000)],
+        [_cpu_pod_on("node1"), _cpu_pod_on("node2")],
         ["cpu", GPU],
-        [100, 100],
-        id="unrequested-scalar-left-out",
+        [75, 75],
+        id="single-counted-resource",
     ),
 ]
 
@@ -144,6 +185,7 @@ def test_score(pod: Any, nodes: Any, pods: Any, resources: Any, want: list[int],
     if run_pre_score:
         assert plugin.pre_score(state, info, NodeSet(snapshot, all_rows(snapshot))) is None
     assert [plugin.score(state, info, n) for n in snapshot.node_infos] == want
+    assert plugin.score_rows(state, info, snapshot.table, all_rows(snapshot)).tolist() == want
 
 
 @pytest.mark.parametrize(
@@ -163,7 +205,7 @@ def test_pre_score_skips_best_effort(pod: dict[str, Any], resources: Any) -> Non
 
 
 def test_score_without_pre_score_gives_best_effort_zero() -> None:
-    snapshot = snapshot_of([_node("n1", 4000, 10000)], [cpu_only("n1")])
+    snapshot = snapshot_of([_node("n1", 4000, 10000)], [_cpu_pod_on("n1")])
     assert _plugin().score(CycleState(), PodInfo(make_pod().name("be").obj()), snapshot.node_infos[0]) == 0
 
 
@@ -177,8 +219,24 @@ def test_score_without_pre_score_gives_best_effort_zero() -> None:
         pytest.param([9, 0], [4, 10], 50, id="capped"),
     ],
 )
-def test_balanced_score(requested: list[int], allocatable: list[int], want: int) -> None:
-    assert balanced_score(requested, allocatable) == want
+def test_balance(requested: list[int], allocatable: list[int], want: int) -> None:
+    assert balance(requested, allocatable) == want
+
+
+@pytest.mark.parametrize(
+    ("requested", "allocated", "allocatable", "want"),
+    [
+        pytest.param([3, 5], [0, 0], [4, 10], 68, id="worsened-odd-difference"),  # 100 -> 87
+        pytest.param([4, 0], [0, 0], [4, 10], 50, id="worst"),  # 100 -> 50
+        pytest.param([3, 5], [3, 0], [3, 5], 100, id="best"),  # 50 -> 100
+        pytest.param([1, 1], [1, 1], [2, 2], 75, id="unchanged"),
+        pytest.param([5, 5], [3, 0], [10, 10], 82, id="improved-odd-difference"),  # 85 -> 100
+    ],
+)
+def test_balanced_score(
+    requested: list[int], allocated: list[int], allocatable: list[int], want: int
+) -> None:
+    assert balanced_score(requested, allocated, allocatable) == want
 
 
 @pytest.mark.parametrize(

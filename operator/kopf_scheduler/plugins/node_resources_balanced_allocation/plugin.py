@@ -1,12 +1,15 @@
-"""NodeResourcesBalancedAllocation: prefers nodes whose usage fractions of the configured resources
-(cpu and memory by default) would be close to each other after placing the pod
-(``noderesources/balanced_allocation.go`` and ``resource_allocation.go`` upstream, ``useRequested``).
+"""NodeResourcesBalancedAllocation: prefers nodes whose balance of the configured resources (cpu and
+memory by default) the pod improves (upstream's ``noderesources/balanced_allocation.go`` and
+``resource_allocation.go`` at v1.37.2, ``useRequested``).
 
-Per resource with allocatable > 0: ``f = min((node requested + pod request) / allocatable, 1)``, using
-real requests (not the 100m / 200 MiB stand-ins NodeResourcesFit scores with). ``std`` is
-``|f1 - f2| / 2`` for two fractions, the population standard deviation for more, 0 for fewer; the score
-is ``int((1 - std) * 100)``. Extended (scalar) resources count only when the pod requests them.
-Pre-score skips pods that request none of the resources (best-effort pods, kubernetes#129138).
+Per resource with allocatable > 0: ``f = min(requested / allocatable, 1)``, using real requests (not the
+100m / 200 MiB stand-ins NodeResourcesFit scores with). ``std`` is ``|f1 - f2| / 2`` for two fractions,
+the population standard deviation for more, 0 for fewer; a balance is ``int((1 - std) * 100)``, in
+``[50, 100]``. The score compares the balance with the pod (node requested + pod request) and without it
+(node requested): ``50 + (50 + with - without) / 2`` (Go's integer division), so about 75 when the pod
+changes little, towards 100 when it improves the balance, towards 50 when it worsens it. Extended
+(scalar) resources count only when the pod requests them. Pre-score skips pods that request none of the
+resources (best-effort pods, kubernetes#129138).
 
 The vectorised score repeats the per-node floating-point operations in the same order, so both forms
 give identical integers.
@@ -57,8 +60,8 @@ def _is_scalar(name: str) -> bool:
     return res.is_scalar(name) or "kubernetes.io/" in name
 
 
-def balanced_score(requested: list[int], allocatable: list[int]) -> int:
-    """``balancedResourceScorer``: resources with zero allocatable are left out."""
+def balance(requested: list[int], allocatable: list[int]) -> int:
+    """``balancedResourceScore``: resources with zero allocatable are left out."""
     fractions: list[float] = []
     total = 0.0
     for req, alloc in zip(requested, allocatable, strict=True):
@@ -77,6 +80,17 @@ def balanced_score(requested: list[int], allocatable: list[int]) -> int:
             squares = squares + (fraction - mean) * (fraction - mean)
         std = math.sqrt(squares / len(fractions))
     return int((1 - std) * MAX_NODE_SCORE)
+
+
+def balanced_score(requested: list[int], allocated: list[int], allocatable: list[int]) -> int:
+    """``balancedResourceScorer``: the balance with the pod (``requested``) against the balance without
+    it (``allocated``)."""
+    return _improvement(balance(requested, allocatable), balance(allocated, allocatable))
+
+
+def _improvement(with_pod: int, without_pod: int) -> int:
+    # both balances are in [50, 100]: the dividend is never negative, so // truncates as Go does
+    return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without_pod) // 2
 
 
 class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore):
@@ -106,19 +120,22 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore):
         pod_requests = self._requests(state, pod)
         if not any(pod_requests):
             return 0
-        requested, allocatable = [], []
+        requested, allocated, allocatable = [], [], []
         for name, pod_amount in zip(self.resources, pod_requests, strict=True):
             alloc = node.allocatable.get(name, 0) if self._counted(name, pod_amount) else 0
+            on_node = node.requested.get(name, 0) if alloc else 0
             allocatable.append(alloc)
-            requested.append(node.requested.get(name, 0) + pod_amount if alloc else 0)
-        return balanced_score(requested, allocatable)
+            allocated.append(on_node)
+            requested.append(on_node + pod_amount if alloc else 0)
+        return balanced_score(requested, allocated, allocatable)
 
     def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         pod_requests = self._requests(state, pod)
         n = len(rows)
         if not any(pod_requests):
             return np.zeros(n, dtype=np.int64)
-        fractions: list[np.ndarray] = []  # per counted resource, in the configured order
+        with_pod: list[np.ndarray] = []  # fractions per counted resource, in the configured order
+        without_pod: list[np.ndarray] = []
         valid: list[np.ndarray] = []
         all_valid = True
         for name, pod_amount in zip(self.resources, pod_requests, strict=True):
@@ -126,30 +143,41 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore):
             if col is None or not self._counted(name, pod_amount):
                 continue
             alloc = table.allocatable[rows, col]
-            requested = table.requested[rows, col] + pod_amount
+            allocated = table.requested[rows, col]
             ok = alloc != 0
             complete = bool(ok.all())
-            # int64 / int64 divides as float64, as Go's float64(req) / float64(alloc)
-            fraction = np.minimum(requested / (alloc if complete else np.where(ok, alloc, 1)), 1.0)
-            fractions.append(fraction if complete else np.where(ok, fraction, 0.0))
+            with_pod.append(_fractions(allocated + pod_amount, alloc, ok, complete))
+            without_pod.append(_fractions(allocated, alloc, ok, complete))
             valid.append(ok)
             all_valid = all_valid and complete
         if all_valid:
-            return _scores_all_valid(fractions, n)
-        return _scores_masked(fractions, valid, n)
+            return _improvements(_balances_all_valid(with_pod, n), _balances_all_valid(without_pod, n))
+        return _improvements(_balances_masked(with_pod, valid, n), _balances_masked(without_pod, valid, n))
 
 
-def _to_score(std: np.ndarray) -> np.ndarray:
+def _fractions(requested: np.ndarray, alloc: np.ndarray, ok: np.ndarray, complete: bool) -> np.ndarray:
+    # int64 / int64 divides as float64, as Go's float64(req) / float64(alloc)
+    fraction = np.minimum(requested / (alloc if complete else np.where(ok, alloc, 1)), 1.0)
+    return fraction if complete else np.where(ok, fraction, 0.0)
+
+
+def _improvements(with_pod: np.ndarray, without_pod: np.ndarray) -> np.ndarray:
+    """``_improvement`` per row (the dividend is never negative)."""
+    half = MAX_NODE_SCORE // 2
+    return half + (half + with_pod - without_pod) // 2
+
+
+def _to_balance(std: np.ndarray) -> np.ndarray:
     return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
 
-def _scores_all_valid(fractions: list[np.ndarray], n: int) -> np.ndarray:
+def _balances_all_valid(fractions: list[np.ndarray], n: int) -> np.ndarray:
     """Every node has every resource: one formula for all rows."""
     k = len(fractions)
     if k < 2:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
     if k == 2:
-        return _to_score(np.abs((fractions[0] - fractions[1]) / 2))
+        return _to_balance(np.abs((fractions[0] - fractions[1]) / 2))
     total = np.zeros(n)
     for fraction in fractions:  # the same additions, in the same order, as the per-node form
         total = total + fraction
@@ -158,10 +186,10 @@ def _scores_all_valid(fractions: list[np.ndarray], n: int) -> np.ndarray:
     for fraction in fractions:
         deviation = fraction - mean
         squares = squares + deviation * deviation
-    return _to_score(np.sqrt(squares / k))
+    return _to_balance(np.sqrt(squares / k))
 
 
-def _scores_masked(fractions: list[np.ndarray], valid: list[np.ndarray], n: int) -> np.ndarray:
+def _balances_masked(fractions: list[np.ndarray], valid: list[np.ndarray], n: int) -> np.ndarray:
     """Rows differ in which resources count (zero allocatable): the per-node branches, row by row."""
     count = np.zeros(n, dtype=np.int64)
     total = np.zeros(n)
@@ -179,7 +207,7 @@ def _scores_masked(fractions: list[np.ndarray], valid: list[np.ndarray], n: int)
         deviation = fraction - mean
         squares = squares + np.where(ok, deviation * deviation, 0.0)
     spread = np.where(count > 2, np.sqrt(squares / safe), 0.0)
-    return _to_score(np.where(count == 2, np.abs((first - second) / 2), spread))
+    return _to_balance(np.where(count == 2, np.abs((first - second) / 2), spread))
 
 
 def new(args: Args, handle: Handle) -> NodeResourcesBalancedAllocation:
