@@ -1,4 +1,4 @@
-"""The binder's assume cache over the scheduler's stores (upstream's ``assume_cache_test.go``) and
+"""The binder's assume cache over the scheduler's stores (upstream's ``passive_assume_cache_test.go``) and
 reserve's assume and revert (``TestAssumePodVolumes``, ``TestRevertAssumedPodVolumes``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from _volume_binding_kit import WAIT_PROVISIONER, claim, objects, pod_with_claim
 
 from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES
 from kopf_scheduler.framework.objects.storage import parse_persistent_volume, parse_persistent_volume_claim
-from kopf_scheduler.plugins.volume_binding.assume_cache import AssumeError, VolumeCache
+from kopf_scheduler.plugins.volume_binding.assume_cache import AssumeError, ClaimCache, VolumeCache
 from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, Provision, StaticBinding, VolumeBinder
 from kopf_scheduler.plugins.volume_binding.claims import VolumeBindingError
 
@@ -26,43 +26,79 @@ def _cache(*pvs: dict[str, Any]) -> tuple[VolumeCache, Any]:
     ("stored", "assumed", "error"),
     [
         ("5", "5", None),
-        ("5", "6", None),
-        ("5", "4", 'v1.PersistentVolume "pv1" is out of sync (stored: 5, assume: 4)'),
-        (None, "5", 'could not find v1.PersistentVolume "pv1"'),
+        ("5", "6", '"pv1" is out of sync (stored: 5, assume: 6)'),
+        (None, "5", 'persistentvolumes "pv1" not found'),
+        ("5", "4", '"pv1" is out of sync (stored: 5, assume: 4)'),
+        ("5", "a", '"pv1" is out of sync (stored: 5, assume: a)'),
+        ("a", "5", '"pv1" is out of sync (stored: a, assume: 5)'),
     ],
     ids=[
         "success-same-version",
-        "success-new-higher-version",
-        "fail-new-lower-version",
+        "fail-new-higher-version",
         "fail-old-not-found",
+        "fail-new-lower-version",
+        "fail-new-bad-version",
+        "fail-old-bad-version",
     ],
 )
 def test_assume(stored: str | None, assumed: str, error: str | None) -> None:
     cache, _ = _cache(*([volume("pv1", version=stored)] if stored else []))
     new = parse_persistent_volume(volume("pv1", "node1", version=assumed))
     if error is not None:
-        with pytest.raises(AssumeError, match=error.replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(AssumeError) as raised:
             cache.assume(new)
+        assert str(raised.value) == error
+        assert cache.assumed() == ()
         return
     cache.assume(new)
     assert cache.get("", "pv1") is new
     assert cache.get_api("", "pv1") is not new
 
 
-def test_restore_shows_the_api_object_again_and_is_idempotent() -> None:
-    cache, store = _cache(volume("pv1"))
-    cache.assume(parse_persistent_volume(volume("pv1", "node1")))
-    cache.restore("", "pv1")
-    assert cache.get("", "pv1") is store.get("", "pv1")
-    cache.restore("", "pv1")
-    cache.restore("", "no-such-volume")
+def test_a_claim_is_named_by_its_namespace_and_name() -> None:
+    stores = objects(claim("pvc1", version="5"))
+    claims = ClaimCache(stores.of(PERSISTENT_VOLUME_CLAIMS))
+    with pytest.raises(AssumeError) as raised:
+        claims.assume(parse_persistent_volume_claim(claim("pvc1", version="6")))
+    assert str(raised.value) == '"testns/pvc1" is out of sync (stored: 5, assume: 6)'
+    with pytest.raises(AssumeError) as raised:
+        claims.assume(parse_persistent_volume_claim(claim("pvc2", version="5")))
+    assert str(raised.value) == 'persistentvolumeclaims "testns/pvc2" not found'
+
+
+def test_restore() -> None:
+    """Upstream's ``TestRestore``: restoring what is not assumed changes nothing."""
+    cache, store = _cache(volume("pv1", version="5"))
+    old = store.get("", "pv1")
+    cache.restore(parse_persistent_volume(volume("nothing")))
+    cache.restore(old)
+    assert cache.get("", "pv1") is old
+    new = parse_persistent_volume(volume("pv1", "node1", version="5"))
+    cache.assume(new)
+    assert cache.get("", "pv1") is new
+    cache.restore(new)
+    assert cache.get("", "pv1") is old
+    cache.restore(new)
     assert cache.assumed() == ()
+
+
+def test_concurrent_assume() -> None:
+    """Upstream's ``TestConcurrentAssume``: restoring an outdated assumption keeps the newer one."""
+    cache, store = _cache(volume("pv1", version="5"))
+    first = parse_persistent_volume(volume("pv1", "node1", version="5"))
+    cache.assume(first)
+    assert cache.get("", "pv1") is first
+    store.upsert(volume("pv1", version="7"))  # changed by someone else
+    second = parse_persistent_volume(volume("pv1", "node2", version="7"))
+    cache.assume(second)
+    cache.restore(first)  # the first one's write failed with a conflict
+    assert cache.get("", "pv1") is second
 
 
 @pytest.mark.parametrize(
     ("api_version", "assumption_stands"),
-    [("1", True), ("2", False)],
-    ids=["same-version-keeps-the-assumption", "newer-version-replaces-it"],
+    [("1", True), ("2", False), ("0", False)],
+    ids=["same-version-keeps-the-assumption", "newer-version-replaces-it", "any-other-version-replaces-it"],
 )
 def test_the_store_catching_up_replaces_an_assumption(api_version: str, assumption_stands: bool) -> None:
     cache, store = _cache(volume("pv1"))
@@ -83,22 +119,25 @@ def test_a_deleted_object_takes_its_assumption_with_it() -> None:
 
 
 def test_volumes_are_listed_by_class_with_assumptions_in_place() -> None:
+    """The index is the stored objects' (upstream's ``ByIndex``): an assumed value is listed under the
+    class of the stored object."""
     cache, store = _cache(
         volume("a", storage_class="gold"),
         volume("b", storage_class="silver"),
         volume("c", storage_class="gold"),
     )
     assert [pv.name for pv in cache.list_by_class("gold")] == ["a", "c"]
-    moved = volume("c", storage_class="silver")
-    cache.assume(parse_persistent_volume(moved))
-    assert [pv.name for pv in cache.list_by_class("gold")] == ["a"]
-    assert [pv.name for pv in cache.list_by_class("silver")] == ["b", "c"]
+    moved = parse_persistent_volume(volume("c", "node1", storage_class="silver"))
+    cache.assume(moved)
+    assert [pv.name for pv in cache.list_by_class("gold")] == ["a", "c"]
+    assert cache.list_by_class("gold")[1] is moved
+    assert [pv.name for pv in cache.list_by_class("silver")] == ["b"]
     store.upsert(volume("d", storage_class="gold"))
-    assert [pv.name for pv in cache.list_by_class("gold")] == ["a", "d"]
+    assert [pv.name for pv in cache.list_by_class("gold")] == ["a", "c", "d"]
     beta = volume("e", storage_class="")
     beta["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "gold"}
     store.upsert(beta)
-    assert [pv.name for pv in cache.list_by_class("gold")] == ["a", "d", "e"]
+    assert [pv.name for pv in cache.list_by_class("gold")] == ["a", "c", "d", "e"]
     assert cache.list_by_class("bronze") == []
 
 

@@ -141,11 +141,11 @@ CHECKS: dict[str, tuple[Any, ...]] = {
     "binding-unbound": ([(unbound, pv_node1a_bound)], [], [pv_node1a_bound, unbound], None, False),
     "binding-pvc-not-exists": (
         [(unbound, pv_node1a_bound)], [], [pv_node1a_bound], None,
-        'failed to check binding: could not find v1.PersistentVolumeClaim "testns/unbound-pvc"',
+        'failed to check binding: persistentvolumeclaims "testns/unbound-pvc" not found',
     ),
     "binding-pv-not-exists": (
         [(unbound, pv_node1a_bound)], [], [bound_node1a], None,
-        'failed to check binding: could not find v1.PersistentVolume "pv-node1a"',
+        'failed to check binding: persistentvolumes "pv-node1a" not found',
     ),
     "binding-claimref-nil": (
         [(unbound, pv_node1a_bound)], [], [pv_node1a, bound_node1a], None,
@@ -173,7 +173,7 @@ CHECKS: dict[str, tuple[Any, ...]] = {
     "provisioning-pvc-unbound": ([], [provisioned_selected], [provisioned_selected], None, False),
     "provisioning-pvc-not-exists": (
         [], [provisioned_selected], [], None,
-        'failed to check provisioning pvc: could not find v1.PersistentVolumeClaim "testns/provisioned-pvc"',
+        'failed to check provisioning pvc: persistentvolumeclaims "testns/provisioned-pvc" not found',
     ),
     "provisioning-pvc-annotations-nil": (
         [], [provisioned_selected], [provisioned], None,
@@ -316,8 +316,8 @@ def test_a_claim_deleted_while_waiting_fails_the_check() -> None:
     delete = lambda: handle.objects.store(PERSISTENT_VOLUME_CLAIMS).delete("testns", "unbound-pvc")  # noqa: E731
     took, raised = _run(_drive(handle, _bind(binding, _volumes([(unbound, pv_node1a_bound)])), {5: delete}))
     assert took == 6
-    assert str(raised) == "binding volumes: failed to check binding: could not find " + (
-        'v1.PersistentVolumeClaim "testns/unbound-pvc"'
+    assert str(raised) == (
+        'binding volumes: failed to check binding: persistentvolumeclaims "testns/unbound-pvc" not found'
     )
 
 

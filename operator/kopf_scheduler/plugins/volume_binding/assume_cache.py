@@ -1,17 +1,17 @@
 """The volume binder's view of PersistentVolumes and PersistentVolumeClaims: what the API server said
-(the scheduler's stores) overlaid with what the binder assumed (upstream's
-``pkg/scheduler/util/assumecache``).
+(the scheduler's stores) overlaid with what the binder assumed (upstream's ``passiveAssumeCache`` in
+``volumebinding/passive_assume_cache.go``).
 
 Reserve assumes a volume bound to its claim, or a claim with the selected-node annotation, before any
-API write, so that the next pods see the decision at once. An assumed value stands until:
-- ``restore`` drops it (unreserve, a failed write), or
-- the store holds a version of the object with a greater ``resourceVersion`` (the API server's answer
-  to the write, or any newer change), or the object is gone from the store.
+API write, so that the next pods see the decision at once. An assumed value stands while the store holds
+the object at the assumed value's ``resourceVersion``: any other version (the API server's answer to the
+write, or any other change) or the object's deletion ends it, as does ``restore`` with that version.
 ``get`` and ``list`` give the assumed value while it stands, ``get_api`` always the store's.
 
-Invariant: ``assume`` only accepts a value derived from the current one, not older than what the cache
-shows (upstream: ``<kind> "<name>" is out of sync``). Keys are ``(namespace, name)``; "" for the
-namespace of a cluster-scoped kind.
+Invariant: ``assume`` only accepts a value at the ``resourceVersion`` the store holds (upstream:
+``"<key>" is out of sync``), so only an object not yet sent to the API server is assumed. Keys are
+``(namespace, name)``; "" for the namespace of a cluster-scoped kind. A missing object is reported as the
+cache's lister does (``persistentvolumes "pv-1" not found``, the key ``namespace/name`` for a claim).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from kopf_scheduler.framework.objects import ObjectLister, PersistentVolume, PersistentVolumeClaim
-from kopf_scheduler.plugins._volumes import BETA_STORAGE_CLASS_ANNOTATION
+from kopf_scheduler.plugins._volumes import BETA_STORAGE_CLASS_ANNOTATION, not_found
 
 
 class _Versioned(Protocol):
@@ -46,12 +46,10 @@ def version_of(value: _Versioned) -> int:
 
 
 class AssumeCache(Generic[T]):
-    def __init__(
-        self, lister: ObjectLister[T], description: str, key: Callable[[T], tuple[str, str]]
-    ) -> None:
+    def __init__(self, lister: ObjectLister[T], resource: str, key: Callable[[T], tuple[str, str]]) -> None:
         self._lister = lister
-        #: how upstream names the kind in its errors (``v1.PersistentVolume``)
-        self.description = description
+        #: the resource upstream's not-found errors name (``persistentvolumes``)
+        self.resource = resource
         self._key = key
         self._assumed: dict[tuple[str, str], T] = {}
         #: grows with every assume and restore (memoised lists key on it)
@@ -61,7 +59,7 @@ class AssumeCache(Generic[T]):
         assumed = self._assumed.get(key)
         if assumed is None:
             return api
-        if api is None or version_of(api) > version_of(assumed):  # gone, or the API server moved on
+        if api is None or api.resource_version != assumed.resource_version:  # gone, or changed since
             del self._assumed[key]
             self.version += 1
             return api
@@ -76,6 +74,10 @@ class AssumeCache(Generic[T]):
         """What the API server said last (the store's value)."""
         return self._lister.get(namespace, name)
 
+    def not_found(self, namespace: str, name: str) -> str:
+        """Upstream's error for an object the store does not hold."""
+        return not_found(self.resource, cache_key(namespace, name))
+
     def list(self) -> list[T]:
         """Every object, assumed values in place of the store's."""
         return [
@@ -83,23 +85,27 @@ class AssumeCache(Generic[T]):
         ]
 
     def assume(self, value: T) -> None:
-        """Shows ``value`` instead of the stored object until it is restored or outdated."""
+        """Shows ``value`` instead of the stored object, which must be at the same ``resourceVersion``,
+        until it is restored or the stored object changes."""
         key = self._key(value)
-        current = self.get(*key)
-        if current is None:
-            raise AssumeError(f"could not find {self.description} {json.dumps(_cache_key(key))}")
-        stored, assumed = version_of(current), version_of(value)
-        if assumed < stored:
+        stored = self._lister.get(*key)
+        if stored is None:
+            raise AssumeError(self.not_found(*key))
+        if stored.resource_version != value.resource_version:
             raise AssumeError(
-                f"{self.description} {json.dumps(_cache_key(key))} is out of sync "
-                f"(stored: {stored}, assume: {assumed})"
+                f"{json.dumps(cache_key(*key))} is out of sync "
+                f"(stored: {stored.resource_version}, assume: {value.resource_version})"
             )
         self._assumed[key] = value
         self.version += 1
 
-    def restore(self, namespace: str, name: str) -> None:
-        """Drops what was assumed for the object (nothing when nothing was)."""
-        if self._assumed.pop((namespace, name), None) is not None:
+    def restore(self, value: T) -> None:
+        """Drops what was assumed for the object if it was assumed at ``value``'s ``resourceVersion``
+        (nothing otherwise: a newer assumption stands)."""
+        key = self._key(value)
+        assumed = self._assumed.get(key)
+        if assumed is not None and assumed.resource_version == value.resource_version:
+            del self._assumed[key]
             self.version += 1
 
     def assumed(self) -> Sequence[tuple[str, str]]:
@@ -109,9 +115,9 @@ class AssumeCache(Generic[T]):
         return tuple(self._assumed)
 
 
-def _cache_key(key: tuple[str, str]) -> str:
+def cache_key(namespace: str, name: str) -> str:
     """Upstream's cache key: ``namespace/name``, or the name of a cluster-scoped object."""
-    return f"{key[0]}/{key[1]}" if key[0] else key[1]
+    return f"{namespace}/{name}" if namespace else name
 
 
 def volume_class(volume: PersistentVolume) -> str:
@@ -121,23 +127,27 @@ def volume_class(volume: PersistentVolume) -> str:
 
 
 class VolumeCache(AssumeCache[PersistentVolume]):
-    """PersistentVolumes, listed by storage class (upstream indexes them so)."""
+    """PersistentVolumes, listed by storage class (upstream's ``storageclass`` index)."""
 
     def __init__(self, lister: ObjectLister[PersistentVolume]) -> None:
-        super().__init__(lister, "v1.PersistentVolume", lambda pv: ("", pv.name))
+        super().__init__(lister, "persistentvolumes", lambda pv: ("", pv.name))
         self._by_class: dict[str, list[PersistentVolume]] = {}
-        self._indexed: tuple[int, int] = (-1, -1)
+        self._indexed = -1
 
     def list_by_class(self, storage_class: str) -> list[PersistentVolume]:
-        """The volumes of ``storage_class`` (assumed values in place), in store order."""
-        if (self._lister.generation, self.version) != self._indexed:  # the store or an assumption moved
+        """``ListPVs``: the stored volumes whose class is ``storage_class``, in store order, each shown
+        with its assumed value where one stands (the index is the stored objects', as upstream's)."""
+        if self._lister.generation != self._indexed:
             by_class: dict[str, list[PersistentVolume]] = {}
-            for volume in self.list():  # may drop outdated assumptions, so stamp after it
+            for volume in self._lister.list():
                 by_class.setdefault(volume_class(volume), []).append(volume)
-            self._by_class, self._indexed = by_class, (self._lister.generation, self.version)
-        return list(self._by_class.get(storage_class, ()))
+            self._by_class, self._indexed = by_class, self._lister.generation
+        stored = self._by_class.get(storage_class, ())
+        if not self._assumed:
+            return list(stored)
+        return [shown for volume in stored if (shown := self._resolve(("", volume.name), volume)) is not None]
 
 
 class ClaimCache(AssumeCache[PersistentVolumeClaim]):
     def __init__(self, lister: ObjectLister[PersistentVolumeClaim]) -> None:
-        super().__init__(lister, "v1.PersistentVolumeClaim", lambda pvc: (pvc.namespace, pvc.name))
+        super().__init__(lister, "persistentvolumeclaims", lambda pvc: (pvc.namespace, pvc.name))

@@ -230,11 +230,13 @@ class VolumeBinder:
         pod_volumes.static_bindings, pod_volumes.dynamic_provisions = bindings, provisions
 
     def revert(self, pod_volumes: PodVolumes) -> None:
-        """``RevertAssumedPodVolumes``: the cache shows the API server's objects again."""
+        """``RevertAssumedPodVolumes``: the cache shows the API server's objects again, but where an
+        object was written (``pod_volumes`` then holds the API server's answer, at another version): the
+        assumption of what was written stands until the store holds the answer."""
         for binding in pod_volumes.static_bindings:
-            self.volumes.restore("", binding.volume.name)
+            self.volumes.restore(binding.volume)
         for provision in pod_volumes.dynamic_provisions:
-            self.claims.restore(provision.claim.namespace, provision.claim.name)
+            self.claims.restore(provision.claim)
 
 
 def _reasons(bound_ok: bool, unbound_ok: bool, enough_space: bool, volumes_exist: bool) -> list[str]:

@@ -132,15 +132,12 @@ class PodVolumesBinding:
             volume = volumes.get_api("", binding.volume.name)
             if volume is None:
                 raise VolumeBindingError(
-                    f"failed to check binding: could not find {volumes.description} "
-                    f"{json.dumps(binding.volume.name)}"
+                    f"failed to check binding: {volumes.not_found('', binding.volume.name)}"
                 )
-            claim = claims.get_api(binding.claim.namespace, binding.claim.name)
+            key = (binding.claim.namespace, binding.claim.name)
+            claim = claims.get_api(*key)
             if claim is None:
-                raise VolumeBindingError(
-                    f"failed to check binding: could not find {claims.description} "
-                    f"{json.dumps(binding.claim.key)}"
-                )
+                raise VolumeBindingError(f"failed to check binding: {claims.not_found(*key)}")
             if version_of(binding.volume) > version_of(volume):
                 return False  # the store has not seen our write yet
             if not _reachable(volume, labels, csi_node, "failed to translate pv to csi: "):
@@ -154,8 +151,7 @@ class PodVolumesBinding:
             claim = claims.get_api(written.namespace, written.name)
             if claim is None:
                 raise VolumeBindingError(
-                    f"failed to check provisioning pvc: could not find {claims.description} "
-                    f"{json.dumps(written.key)}"
+                    f"failed to check provisioning pvc: {claims.not_found(written.namespace, written.name)}"
                 )
             if version_of(written) > version_of(claim):
                 return False

@@ -114,7 +114,7 @@ def pod_volume_claims(
         if claim is None:
             key = f"{pod.namespace}/{name}"
             raise VolumeBindingError(
-                f"error getting PVC {json.dumps(key)}: could not find {claims.description} {json.dumps(key)}"
+                f"error getting PVC {json.dumps(key)}: {claims.not_found(pod.namespace, name)}"
             )
         if ephemeral and (problem := ownership_error(pod, claim)) is not None:
             raise VolumeBindingError(problem)
