@@ -1,5 +1,6 @@
 """ImageLocality: scores from image sizes spread over the nodes holding them, thresholds scaled by the
-container count (init containers included), name normalisation, and the vectorised score."""
+image count (init containers and image volumes included), name normalisation, and the vectorised
+score."""
 
 from __future__ import annotations
 
@@ -32,14 +33,25 @@ NODE_40_300_2000 = [
     (["gcr.io/2000:latest"], 2000 * MB),
 ]
 NODE_250_10 = [(["gcr.io/250:latest"], 250 * MB), (["gcr.io/10:latest", "gcr.io/10:v1"], 10 * MB)]
+NODE_300_600_900 = [
+    (["gcr.io/300:latest"], 300 * MB),
+    (["gcr.io/600:latest"], 600 * MB),
+    (["gcr.io/900:latest"], 900 * MB),
+]
+NODE_4000_30 = [(["gcr.io/4000:latest"], 4000 * MB), (["gcr.io/30:latest"], 30 * MB)]
 
 
-def _pod(*images: str, init: tuple[str, ...] = ()) -> PodInfo:
+def _pod(*images: str, init: tuple[str, ...] = (), volumes: tuple[str, ...] = ()) -> PodInfo:
     containers = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
     builder = make_pod().name("p").set("spec.containers", containers)
     if init:
         builder.set(
             "spec.initContainers", [{"name": f"i{i}", "image": image} for i, image in enumerate(init)]
+        )
+    if volumes:
+        builder.set(
+            "spec.volumes",
+            [{"name": f"v{i}", "image": {"reference": image}} for i, image in enumerate(volumes)],
         )
     return PodInfo(builder.obj())
 
@@ -97,6 +109,28 @@ def _scores(pod: PodInfo, nodes: list[dict[str, Any]]) -> tuple[ImageLocality, A
             id="repeated-image-counts-twice",
         ),
         pytest.param(_pod("gcr.io/40:v2"), [_node("m1", NODE_40_300_2000)], [0], id="other-tag-is-absent"),
+        # upstream's "pod with ImageVolume" (v1.37.2): the volume's image counts as a container's does;
+        # 100 * (300 / 2 - 23) / (1000 * 2 - 23) = 6, and 30 / 2 is under the floor
+        pytest.param(
+            _pod("gcr.io/30", volumes=("gcr.io/300",)),
+            [_node("node1", NODE_300_600_900), _node("node2", NODE_4000_30)],
+            [6, 0],
+            id="image-volume",
+        ),
+        pytest.param(
+            _pod("gcr.io/30", "gcr.io/300"),
+            [_node("node1", NODE_300_600_900), _node("node2", NODE_4000_30)],
+            [6, 0],
+            id="image-volume-as-container",
+        ),
+        # an image volume on no node still raises the ceiling: 100 * (300 / 2 - 23) / (2000 - 23) = 6
+        # (12 without the volume)
+        pytest.param(
+            _pod("gcr.io/300", volumes=("gcr.io/nowhere",)),
+            [_node("node1", NODE_300_600_900), _node("node2", NODE_4000_30)],
+            [6, 0],
+            id="absent-image-volume-counts",
+        ),
     ],
 )
 def test_score(pod: PodInfo, nodes: list[dict[str, Any]], want: list[int]) -> None:
@@ -145,16 +179,20 @@ IMAGES = ["a", "b:1", "c", "registry:5000/d"]
     ),
     st.lists(st.sampled_from([*IMAGES, "a:latest", "e"]), min_size=1, max_size=4),
     st.lists(st.sampled_from(IMAGES), max_size=2),
+    st.lists(st.sampled_from([*IMAGES, "f"]), max_size=2),
 )
 def test_vector_score_agrees(
-    node_images: list[dict[str, int]], containers: list[str], init: list[str]
+    node_images: list[dict[str, int]], containers: list[str], init: list[str], volumes: list[str]
 ) -> None:
     nodes = [
         _node(f"n{i}", [([name], size) for name, size in images.items()])
         for i, images in enumerate(node_images)
     ]
     snapshot = snapshot_of(nodes)
-    plugin, pod = new(NoArgs(), FakeHandle(snapshot)), _pod(*containers, init=tuple(init))
+    plugin, pod = (
+        new(NoArgs(), FakeHandle(snapshot)),
+        _pod(*containers, init=tuple(init), volumes=tuple(volumes)),
+    )
     rows = all_rows(snapshot)[::-1].copy()
     assert plugin.score_rows(CycleState(), pod, snapshot.table, rows).tolist() == [
         plugin.score(CycleState(), pod, snapshot.node_infos[r]) for r in rows

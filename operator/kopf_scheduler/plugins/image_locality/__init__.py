@@ -1,4 +1,4 @@
-"""ImageLocality: prefers nodes that already hold the pod's container images
+"""ImageLocality: prefers nodes that already hold the pod's container and image volume images
 (``imagelocality/image_locality.go`` upstream)."""
 
 from kopf_scheduler.framework.args import NoArgs as Args

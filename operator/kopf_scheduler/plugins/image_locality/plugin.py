@@ -1,16 +1,18 @@
-"""ImageLocality: prefers nodes that already hold the pod's container images
-(``imagelocality/image_locality.go`` upstream).
+"""ImageLocality: prefers nodes that already hold the pod's images (upstream's
+``imagelocality/image_locality.go`` at v1.37.2).
 
-Each init or regular container whose image (``:latest`` added when untagged) is on the node adds
+The pod's images are those of its init and regular containers and, since v1.36, of its image volumes
+(``spec.volumes[].image.reference``). Each one that is on the node (``:latest`` added when untagged) adds
 ``size * nodesWithImage / totalNodes``: spreading the score by how many nodes have the image keeps pods
-from piling onto the one node that pulled it first. The sum is clamped to ``[23 MiB, 1000 MiB *
-containers]`` and scaled to ``100 * (sum - 23 MiB) / (max - 23 MiB)``. There is no pre-score and no
-normalisation upstream.
+from piling onto the one node that pulled it first. The sum is clamped to ``[23 MiB, 1000 MiB * images]``
+and scaled to ``100 * (sum - 23 MiB) / (max - 23 MiB)``. There is no pre-score and no normalisation
+upstream.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -31,13 +33,19 @@ MAX_CONTAINER_THRESHOLD = 1000 * MB
 
 
 def pod_images(pod: PodInfo) -> tuple[tuple[str, ...], int]:
-    """The normalised image of every init and regular container (repeats kept), and the container count."""
+    """The normalised image of every init and regular container and every image volume (repeats kept),
+    and their count (``sumImageScores``)."""
     found = pod.extra.get(NAME)
     if found is None:
         spec = pod.spec
         containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
-        images = tuple(normalized_image_name(str(c.get("image") or "")) for c in containers)
-        found = pod.extra[NAME] = (images, len(containers))
+        references = [str(c.get("image") or "") for c in containers]
+        for volume in spec.get("volumes") or ():
+            image = volume.get("image") if isinstance(volume, Mapping) else None
+            if isinstance(image, Mapping):  # upstream's ``volume.Image != nil``
+                references.append(str(image.get("reference") or ""))
+        images = tuple(normalized_image_name(reference) for reference in references)
+        found = pod.extra[NAME] = (images, len(images))
     return found  # type: ignore[no-any-return]
 
 
@@ -46,14 +54,14 @@ def scaled_image_score(size: int, nodes_with_image: int, total_nodes: int) -> in
     return int(float(size) * spread)
 
 
-def calculate_priority(sum_scores: int, containers: int) -> int:
-    max_threshold = MAX_CONTAINER_THRESHOLD * containers
+def calculate_priority(sum_scores: int, images: int) -> int:
+    max_threshold = MAX_CONTAINER_THRESHOLD * images
     if sum_scores < MIN_THRESHOLD:
         sum_scores = MIN_THRESHOLD
     elif sum_scores > max_threshold:
         sum_scores = max_threshold
     numerator, denominator = MAX_NODE_SCORE * (sum_scores - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD
-    # Go's integer division truncates toward zero (only a pod without containers makes it negative).
+    # Go's integer division truncates toward zero (only a pod without images makes it negative).
     quotient = abs(numerator) // abs(denominator)
     return -quotient if (numerator < 0) != (denominator < 0) else quotient
 
@@ -65,7 +73,7 @@ class ImageLocality(ScorePlugin, VectorScore):
         self.handle = handle
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        images, containers = pod_images(pod)
+        images, count = pod_images(pod)
         snapshot = self.handle.snapshot()
         total = len(snapshot.node_infos)
         sizes = node.image_sizes
@@ -74,16 +82,16 @@ class ImageLocality(ScorePlugin, VectorScore):
             size = sizes.get(image)
             if size is not None:
                 summed += scaled_image_score(size, snapshot.image_num_nodes(image), total)
-        return calculate_priority(summed, containers)
+        return calculate_priority(summed, count)
 
     def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        images, containers = pod_images(pod)
+        images, count = pod_images(pod)
         snapshot = self.handle.snapshot()
         present = {
             image: repeats for image, repeats in Counter(images).items() if snapshot.image_num_nodes(image)
         }
         if not present:  # no node has any of the images: every node scores calculate_priority(0) = 0
-            return np.full(len(rows), calculate_priority(0, containers), dtype=np.int64)
+            return np.full(len(rows), calculate_priority(0, count), dtype=np.int64)
         total = len(snapshot.node_infos)
         infos = snapshot.node_infos
         out = np.empty(len(rows), dtype=np.int64)
@@ -95,7 +103,7 @@ class ImageLocality(ScorePlugin, VectorScore):
                 size = sizes.get(image)
                 if size is not None:
                     summed += repeats * scaled_image_score(size, spread[image], total)
-            out[i] = calculate_priority(summed, containers)
+            out[i] = calculate_priority(summed, count)
         return out
 
 
