@@ -340,6 +340,7 @@ def test_plugin_args_reach_the_plugin() -> None:
 
 
 _NRF = "NodeResourcesFit"
+_MOST = "MostAllocated"
 
 
 @pytest.mark.parametrize(
@@ -347,15 +348,21 @@ _NRF = "NodeResourcesFit"
     [
         (
             [{"name": _NRF, "args": {"scoringStrategy": {"type": "Foo"}}}],
-            "spec.pluginConfig[0].args.scoringStrategy.type: must be one of LeastAllocated, MostAllocated, "
-            "RequestedToCapacityRatio, not 'Foo'",
+            'spec.pluginConfig[0].args.scoringStrategy.type: Unsupported value: "Foo": supported values: '
+            '"LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"',
         ),
         (
             [
                 {"name": "NodeName"},
-                {"name": _NRF, "args": {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}},
+                {
+                    "name": _NRF,
+                    "args": {
+                        "scoringStrategy": {"type": _MOST, "resources": [{"name": "cpu", "weight": -1}]}
+                    },
+                },
             ],
-            "spec.pluginConfig[1].args.scoringStrategy.resources[0].weight: must be in [1, 100], not 0",
+            "spec.pluginConfig[1].args.scoringStrategy.resources[0].weight: "
+            "Invalid value: -1: resource weight of cpu not in valid range (0, 100]",
         ),
         (
             [{"name": _NRF, "args": {"foo": 1}}],
@@ -365,7 +372,7 @@ _NRF = "NodeResourcesFit"
         (
             [{"name": _NRF, "args": {"ignoredResourceGroups": ["example.com/gpu"]}}],
             "spec.pluginConfig[0].args.ignoredResourceGroups[0]: "
-            "resource group name can't contain '/': 'example.com/gpu'",
+            "Invalid value: \"example.com/gpu\": resource group name can't contain '/'",
         ),
         ([{"name": "NodeName", "args": {"x": 1}}], "spec.pluginConfig[0].args.x: unknown field; known: none"),
         ([{"name": "ImageLocalityX"}], "spec.pluginConfig[0].name: unknown plugin 'ImageLocalityX'"),

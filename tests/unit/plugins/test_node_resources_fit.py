@@ -832,85 +832,196 @@ def test_default_args() -> None:
     assert (args.ignored_resources, args.ignored_resource_groups, args.shape) == ((), (), ())
 
 
-_RATIO = "scoringStrategy.requestedToCapacityRatio.shape"
+_STRATEGY = "scoringStrategy"
+_RATIO = "scoringStrategy.requestedToCapacityRatio"
+_SHAPE = f"{_RATIO}.shape"
+_RTCR = "RequestedToCapacityRatio"
+
+
+def _rtcr(*points: tuple[int, int], **strategy: Any) -> dict[str, Any]:
+    shape = [{"utilization": u, "score": s} for u, s in points]
+    return {_STRATEGY: {"type": _RTCR, "requestedToCapacityRatio": {"shape": shape}, **strategy}}
+
+
+#: v1.37.2's ``TestValidateFitArgs``, ``TestValidate{Least,Most}AllocatedScoringStrategy`` and
+#: ``TestValidateRequestedToCapacityRatioScoringStrategy`` (``pkg/scheduler/apis/config/validation``), as
+#: configured in YAML (defaulted first, as kube-scheduler decodes), with the messages of
+#: ``ValidateNodeResourcesFitArgs``; the first error upstream lists is the one raised
+UPSTREAM_FIT_ARGS = [
+    pytest.param(
+        {"ignoredResources": ["example.com/"]},
+        'ignoredResources[0]: Invalid value: "example.com/": name part must be non-empty',
+        id="ignored-resources-name-is-empty",
+    ),
+    pytest.param(
+        {"ignoredResources": ["longvalue" + "a" * 64]},
+        f'ignoredResources[0]: Invalid value: "longvalue{"a" * 64}": name part must be no more than 63 bytes',
+        id="ignored-resources-too-long",
+    ),
+    pytest.param(
+        {"ignoredResources": ["example.com/aaa/bbb"]},
+        'ignoredResources[0]: Invalid value: "example.com/aaa/bbb": a valid label key must consist of '
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+        "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+        "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. "
+        "'example.com/MyName')",
+        id="ignored-resources-too-many-slashes",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="plugins/_helpers.label_name_error still words it as apimachinery v0.34 did "
+            "('a qualified name must consist of ...'); v0.37's content.IsLabelKey says 'a valid label key'",
+        ),
+    ),
+    pytest.param({"ignoredResources": ["example.com"]}, None, id="ignored-resources-valid"),
+    pytest.param({"ignoredResourceGroups": ["example.com"]}, None, id="ignored-resource-groups-valid"),
+    pytest.param(
+        {"ignoredResourceGroups": ["example.com/"]},
+        "ignoredResourceGroups[0]: Invalid value: \"example.com/\": resource group name can't contain '/'",
+        id="ignored-resource-groups-illegal",
+    ),
+    pytest.param(
+        {"ignoredResourceGroups": ["a" * 64]},
+        f'ignoredResourceGroups[0]: Invalid value: "{"a" * 64}": name part must be no more than 63 bytes',
+        id="ignored-resource-groups-too-long",
+    ),
+    pytest.param(
+        {"ignoredResourceGroups": ["example.com/aa"]},
+        "ignoredResourceGroups[0]: Invalid value: \"example.com/aa\": resource group name can't contain '/'",
+        id="ignored-resource-groups-with-slash",
+    ),
+    pytest.param(
+        {_STRATEGY: {"type": "Invalid"}},
+        'scoringStrategy.type: Unsupported value: "Invalid": supported values: "LeastAllocated", '
+        '"MostAllocated", "RequestedToCapacityRatio"',
+        id="type-unsupported",
+    ),
+    pytest.param(
+        {_STRATEGY: {"resources": [{"name": "cpu"}]}},
+        'scoringStrategy.type: Unsupported value: "": supported values: "LeastAllocated", "MostAllocated", '
+        '"RequestedToCapacityRatio"',
+        id="type-left-out-of-a-given-strategy",
+    ),
+    pytest.param(
+        {_STRATEGY: {"type": _RTCR}},
+        f"{_RATIO}: Required value: must be specified when type is RequestedToCapacityRatio",
+        id="requested-to-capacity-ratio-missing",
+    ),
+    pytest.param(
+        {_STRATEGY: {"type": "LeastAllocated", "requestedToCapacityRatio": {"shape": [{"utilization": 0}]}}},
+        f"{_RATIO}: Forbidden: must be nil when type is not RequestedToCapacityRatio",
+        id="requested-to-capacity-ratio-with-least-allocated",
+    ),
+    pytest.param(
+        {_STRATEGY: {"type": "MostAllocated", "requestedToCapacityRatio": {}}},
+        f"{_RATIO}: Forbidden: must be nil when type is not RequestedToCapacityRatio",
+        id="requested-to-capacity-ratio-with-most-allocated",
+    ),
+    *(
+        pytest.param({_STRATEGY: {"type": kind, "resources": resources}}, message, id=f"{kind}-{name}")
+        for kind in ("LeastAllocated", "MostAllocated")
+        for name, resources, message in [
+            ("multi-valid-resources", [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 10}], None),
+            (
+                "weight-greater-than-max",
+                [{"name": "cpu", "weight": 101}],
+                "scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in "
+                "valid range (0, 100]",
+            ),
+            (
+                "multi-invalid-resources",
+                [{"name": "cpu", "weight": -1}, {"name": "memory", "weight": 101}],
+                "scoringStrategy.resources[0].weight: Invalid value: -1: resource weight of cpu not in valid "
+                "range (0, 100]",
+            ),
+        ]
+    ),
+    pytest.param(
+        {_STRATEGY: {"type": _RTCR, "requestedToCapacityRatio": {}}},
+        f"{_SHAPE}: Required value: at least one point must be specified",
+        id="rtcr-no-shapes",
+    ),
+    pytest.param(
+        _rtcr((30, 3), resources=[{"name": "cpu", "weight": 101}]),
+        "scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range "
+        "(0, 100]",
+        id="rtcr-weight-greater-than-max",
+    ),
+    pytest.param(_rtcr((30, 3)), None, id="rtcr-valid-shapes"),
+    pytest.param(
+        _rtcr((-1, 3)),
+        f"{_SHAPE}[0].utilization: Invalid value: -1: not in valid range [0, 100]",
+        id="rtcr-utilization-less-than-min",
+    ),
+    pytest.param(
+        _rtcr((101, 3)),
+        f"{_SHAPE}[0].utilization: Invalid value: 101: not in valid range [0, 100]",
+        id="rtcr-utilization-greater-than-max",
+    ),
+    pytest.param(
+        _rtcr((10, 3), (10, 3)),
+        f"{_SHAPE}[1].utilization: Invalid value: 10: values must be sorted in increasing order",
+        id="rtcr-duplicated-utilization",
+    ),
+    pytest.param(_rtcr((10, 3), (20, 3), (30, 3)), None, id="rtcr-increasing-utilization"),
+    pytest.param(
+        _rtcr((10, 3), (20, 3), (15, 3)),
+        f"{_SHAPE}[2].utilization: Invalid value: 15: values must be sorted in increasing order",
+        id="rtcr-non-increasing-utilization",
+    ),
+    pytest.param(
+        _rtcr((10, -1)),
+        f"{_SHAPE}[0].score: Invalid value: -1: not in valid range [0, 10]",
+        id="rtcr-score-less-than-min",
+    ),
+    pytest.param(
+        _rtcr((10, 11)),
+        f"{_SHAPE}[0].score: Invalid value: 11: not in valid range [0, 10]",
+        id="rtcr-score-greater-than-max",
+    ),
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), UPSTREAM_FIT_ARGS)
+def test_args_validation_as_upstream(raw: dict[str, Any], message: str | None) -> None:
+    if message is None:
+        _args(**raw)
+        return
+    with pytest.raises(ArgsError) as info:
+        _args(**raw)
+    assert str(info.value) == message
+
+
+def test_args_defaulting_as_upstream() -> None:
+    # SetDefaults_NodeResourcesFitArgs: a weight of 0 weighs 1, no resources are cpu and memory
+    args = _args(scoringStrategy={"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 0}]})
+    assert args.resources == (ResourceSpec("cpu", 1),)
+    args = _args(scoringStrategy={"type": "MostAllocated", "resources": []})
+    assert args.resources == (ResourceSpec("cpu", 1), ResourceSpec("memory", 1))
+    # a resource named twice is not refused (upstream scores it twice)
+    args = _args(scoringStrategy={"type": "MostAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}]})
+    assert [r.name for r in args.resources] == ["cpu", "cpu"]
 
 
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
         (
-            {"scoringStrategy": {"type": "Foo"}},
-            "scoringStrategy.type: "
-            "must be one of LeastAllocated, MostAllocated, RequestedToCapacityRatio, not 'Foo'",
-        ),
-        (
-            {"scoringStrategy": {"resources": [{"name": "memory", "weight": -1}, {"name": "cpu"}]}},
-            "scoringStrategy.resources[0].weight: must be in [1, 100], not -1",
-        ),
-        (
-            {"scoringStrategy": {"resources": [{"name": "memory"}, {"name": "cpu", "weight": 0}]}},
-            "scoringStrategy.resources[1].weight: must be in [1, 100], not 0",
-        ),
-        (
-            {"scoringStrategy": {"resources": [{"name": "memory", "weight": 101}]}},
-            "scoringStrategy.resources[0].weight: must be in [1, 100], not 101",
-        ),
-        (
-            {"scoringStrategy": {"resources": [{"name": "cpu", "weight": "2"}]}},
+            {_STRATEGY: {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": "2"}]}},
             "scoringStrategy.resources[0].weight: must be an integer, not '2'",
         ),
         (
-            {"scoringStrategy": {"resources": [{"name": "cpu"}, {"name": "cpu", "weight": 2}]}},
-            "scoringStrategy.resources[1].name: duplicate resource 'cpu'",
-        ),
-        (
-            {"scoringStrategy": {"resources": [{"weight": 2}]}},
+            {_STRATEGY: {"type": "MostAllocated", "resources": [{"weight": 2}]}},
             "scoringStrategy.resources[0]: must be an object with a name",
         ),
-        ({"scoringStrategy": {"resources": {"cpu": 1}}}, "scoringStrategy.resources: must be a list"),
-        ({"scoringStrategy": "LeastAllocated"}, "scoringStrategy: must be an object"),
+        ({_STRATEGY: {"resources": {"cpu": 1}}}, "scoringStrategy.resources: must be a list"),
+        ({_STRATEGY: "LeastAllocated"}, "scoringStrategy: must be an object"),
+        ({_STRATEGY: {"type": 1}}, "scoringStrategy.type: must be a string, not 1"),
+        ({_STRATEGY: {"requestedToCapacityRatio": []}}, f"{_RATIO}: must be an object"),
         (
-            {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
-            f"{_RATIO}: at least one point is required",
+            {_STRATEGY: {"requestedToCapacityRatio": {"shape": [{"utilization": 1.5, "score": 1}]}}},
+            f"{_SHAPE}[0].utilization: must be an integer, not 1.5",
         ),
-        (
-            {
-                "scoringStrategy": {
-                    "type": "RequestedToCapacityRatio",
-                    "requestedToCapacityRatio": {"shape": [{"utilization": 101, "score": 1}]},
-                }
-            },
-            f"{_RATIO}[0].utilization: must be in [0, 100], not 101",
-        ),
-        (
-            {
-                "scoringStrategy": {
-                    "type": "RequestedToCapacityRatio",
-                    "requestedToCapacityRatio": {"shape": [{"utilization": 1, "score": 11}]},
-                }
-            },
-            f"{_RATIO}[0].score: must be in [0, 10], not 11",
-        ),
-        (
-            {
-                "scoringStrategy": {
-                    "type": "RequestedToCapacityRatio",
-                    "requestedToCapacityRatio": {
-                        "shape": [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]
-                    },
-                }
-            },
-            f"{_RATIO}[1].utilization: values must be sorted in increasing order",
-        ),
-        (
-            {"scoringStrategy": {"requestedToCapacityRatio": {"shape": [{"utilization": 1.5, "score": 1}]}}},
-            f"{_RATIO}[0].utilization: must be an integer, not 1.5",
-        ),
-        ({"scoringStrategy": {"requestedToCapacityRatio": {"shape": {}}}}, f"{_RATIO}: must be a list"),
-        (
-            {"ignoredResourceGroups": ["example.com/gpu"]},
-            "ignoredResourceGroups[0]: resource group name can't contain '/': 'example.com/gpu'",
-        ),
+        ({_STRATEGY: {"requestedToCapacityRatio": {"shape": {}}}}, f"{_SHAPE}: must be a list"),
         ({"ignoredResources": "example.com/gpu"}, "ignoredResources: must be a list of strings"),
         ({"ignoredResources": [1]}, "ignoredResources: must be a list of strings"),
         (
@@ -920,28 +1031,20 @@ _RATIO = "scoringStrategy.requestedToCapacityRatio.shape"
         ),
     ],
     ids=[
-        "unknown-strategy",
-        "negative-weight",
-        "zero-weight",
-        "weight-over-100",
         "weight-not-integer",
-        "duplicate-resource",
         "resource-without-name",
         "resources-not-a-list",
         "strategy-not-an-object",
-        "ratio-without-shape",
-        "utilization-over-100",
-        "score-over-10",
-        "utilization-not-increasing",
+        "type-not-a-string",
+        "ratio-not-an-object",
         "utilization-not-integer",
         "shape-not-a-list",
-        "group-with-slash",
         "ignored-not-a-list",
         "ignored-not-strings",
         "unknown-field",
     ],
 )
-def test_args_validation(raw: dict[str, Any], message: str) -> None:
+def test_args_decoding(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ArgsError) as info:
         _args(**raw)
     assert str(info.value) == message

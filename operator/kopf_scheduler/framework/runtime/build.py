@@ -92,7 +92,7 @@ def build_framework(
             raise ProfileError(_ref_path(ref, point), str(e)) from None
         raw_args, args_path = spec.plugin_config.get(name, ({}, ""))
         try:
-            args: Any = decode_args(factory.args_type, raw_args)
+            args: Any = decode_args(factory.args_type, raw_args, feature_gates)
             validate = getattr(args, "validate", None)
             if callable(validate):
                 validate()
