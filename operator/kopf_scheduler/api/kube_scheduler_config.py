@@ -12,23 +12,18 @@ one SchedulingProfile and the translation is a copy once both sides are checked:
   client connection, backoff, parallelism, ...) gives one warning naming its path.
 - ``export_config``: SchedulingProfiles to one configuration, the inverse; extenders must then be the
   same in every profile (kube-scheduler has one list for all), and a plugin kube-scheduler v1.37 does not
-  build in (``KUBE_SCHEDULER_V1_37_PLUGINS``) gives a warning.
+  build in (``KUBE_SCHEDULER_PLUGINS``) gives a warning.
 
-What v1.37 added (``config/v1/types.go`` and ``types_pluginargs.go`` of ``k8s.io/kube-scheduler`` v0.37.2,
-``pkg/scheduler/apis/config/validation`` at v1.37.2) is read, never dropped unsaid:
+What v1.37 added (``config/v1/types.go`` and ``types_pluginargs.go`` of ``k8s.io/kube-scheduler`` v0.37.2)
+is carried, or refused with a line naming the field, never dropped:
 
-- ``plugins.placementGenerate``, ``plugins.placementScore``, ``plugins.podGroupPostFilter`` (the PodGroup
-  extension points): a set that enables a plugin is refused; one that only disables is left out with a
-  warning (kopf-scheduler, like v1.37's default set with its default gates, has no plugin there);
-- the plugins v1.37 added (``KUBE_SCHEDULER_V1_37_ONLY``: NodeDeclaredFeatures, DeferredPodScheduling and
-  the workload plugins): enabling or configuring one is refused; disabling one is kept (it changes
-  nothing here);
-- ``DynamicResourcesArgs.bindingTimeout`` is refused: it bounds the wait for device binding conditions,
-  which kopf-scheduler does not implement;
-- ``NodeResourcesFitArgs.scoringStrategy``: v1.37's stricter rules and messages
-  (``ValidateNodeResourcesFitArgs``): ``requestedToCapacityRatio`` required with the type
-  RequestedToCapacityRatio, forbidden with another type, its shape checked at
-  ``scoringStrategy.requestedToCapacityRatio.shape``.
+- ``plugins.placementGenerate``, ``plugins.placementScore``, ``plugins.podGroupPostFilter`` (the pod group
+  extension points) are SchedulingProfile fields too; enabling a plugin there is refused (``profile.py``:
+  kopf-scheduler has no plugin that extends them);
+- a plugin of v1.37's registry that kopf-scheduler does not have (``KUBE_SCHEDULER_PLUGINS`` less the
+  ``known_plugins`` given) is refused when enabled or configured, kept when disabled (a no-op);
+- plugin arguments (``DynamicResourcesArgs.bindingTimeout``, v1.37's ``NodeResourcesFitArgs`` rules) are
+  checked by ``check``: the command line builds each profile, as the operator would, with v1.37's gates.
 
 Errors are ``ProfileError`` with the field path in the configuration (``profiles[1].plugins.score``...).
 """
@@ -52,34 +47,17 @@ CONFIG_API_VERSION = "kubescheduler.config.k8s.io/v1"
 CONFIG_KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
-#: kube-scheduler v1.34's in-tree plugins (``pkg/scheduler/framework/plugins/registry.go``)
+#: kube-scheduler v1.37.2's in-tree plugins (``pkg/scheduler/framework/plugins/registry.go``)
 KUBE_SCHEDULER_PLUGINS = frozenset(
     {
         "PrioritySort", "SchedulingGates", "NodeName", "NodeUnschedulable", "NodeResourcesFit",
-        "NodeResourcesBalancedAllocation", "NodePorts", "NodeAffinity", "TaintToleration",
-        "PodTopologySpread", "InterPodAffinity", "ImageLocality", "VolumeRestrictions", "NodeVolumeLimits",
-        "VolumeBinding", "VolumeZone", "DynamicResources", "DefaultPreemption", "DefaultBinder",
-    }
-)  # fmt: skip
-
-#: the in-tree plugins kube-scheduler v1.37.2 added to v1.34's (``framework/plugins/names/names.go``), none
-#: of which kopf-scheduler has
-KUBE_SCHEDULER_V1_37_ONLY = frozenset(
-    {
-        "NodeDeclaredFeatures",
-        "DeferredPodScheduling",
-        "GangScheduling",
-        "TopologyPlacementGenerator",
+        "NodeResourcesBalancedAllocation", "NodePorts", "NodeAffinity", "NodeDeclaredFeatures",
+        "TaintToleration", "PodTopologySpread", "InterPodAffinity", "ImageLocality", "VolumeRestrictions",
+        "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "DynamicResources", "DefaultPreemption",
+        "DefaultBinder", "DeferredPodScheduling", "GangScheduling", "TopologyPlacementGenerator",
         "PodGroupPodsCount",
     }
-)
-#: kube-scheduler v1.37.2's in-tree plugins
-KUBE_SCHEDULER_V1_37_PLUGINS = KUBE_SCHEDULER_PLUGINS | KUBE_SCHEDULER_V1_37_ONLY
-#: v1.37's extension points of the PodGroup scheduling cycle (``Plugins`` in ``config/v1/types.go``)
-POD_GROUP_POINTS = ("placementGenerate", "placementScore", "podGroupPostFilter")
-REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
-#: ``config.MaxCustomPriorityScore``: shape scores are 0..10
-MAX_CUSTOM_PRIORITY_SCORE = 10
+)  # fmt: skip
 
 #: top-level fields no SchedulingProfile field stands for -> what the operator does instead
 UNMAPPED_FIELDS = {
@@ -94,23 +72,10 @@ UNMAPPED_FIELDS = {
 }
 
 _SPEC_FIELDS = SPEC_SCHEMA["properties"]
-_PLUGINS_SCHEMA = _SPEC_FIELDS["plugins"]
 _PROFILE_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
-    "properties": {
-        **{k: v for k, v in _SPEC_FIELDS.items() if k not in ("extenders", "plugins")},
-        "plugins": {
-            **_PLUGINS_SCHEMA,
-            "properties": {
-                **_PLUGINS_SCHEMA["properties"],
-                **{
-                    point: _PLUGINS_SCHEMA["properties"]["multiPoint"]
-                    for point in ("placementGenerate", "placementScore", "podGroupPostFilter")
-                },
-            },
-        },
-    },
+    "properties": {k: v for k, v in _SPEC_FIELDS.items() if k != "extenders"},
 }
 _OBJECT = {"type": "object"}
 _BOOLEAN = {"type": "boolean"}
@@ -150,9 +115,10 @@ def import_config(
     check: Callable[[Mapping[str, Any]], object] = parse_profile,
 ) -> Imported:
     """``config`` (a parsed KubeSchedulerConfiguration) as SchedulingProfile manifests. ``known_plugins``:
-    the plugin names a profile may use; ``check``: validates each manifest, raising ``ProfileError`` with
-    a path in it (the command line also builds the profile, which checks plugin arguments). Raises
-    ``ProfileError`` naming the first bad field of the configuration."""
+    the plugin names a profile may use (the command line passes kopf-scheduler's registry; a plugin of
+    v1.37's registry outside it may only be disabled); ``check``: validates each manifest, raising
+    ``ProfileError`` with a path in it (the command line also builds the profile, which checks plugin
+    arguments). Raises ``ProfileError`` naming the first bad field of the configuration."""
     if not isinstance(config, Mapping):
         raise ProfileError("", f"a {CONFIG_KIND} must be an object")
     if config.get("apiVersion") != CONFIG_API_VERSION:
@@ -181,10 +147,7 @@ def import_config(
         if name in names:
             raise ProfileError(f"{where}.schedulerName", f"{name!r} is the name of an earlier profile")
         names.add(name)
-        profile, dropped = _without_pod_group_points(profile, where)
-        warnings += dropped
-        _check_v1_37(profile, where)
-        _check_plugin_names(profile, where, {*known_plugins, *KUBE_SCHEDULER_V1_37_ONLY})
+        _check_plugin_names(profile, where, known_plugins)
         spec: dict[str, Any] = {"schedulerName": name}
         percentage = profile.get("percentageOfNodesToScore", config.get("percentageOfNodesToScore"))
         if percentage is not None:
@@ -231,7 +194,7 @@ def export_profile(spec: Mapping[str, Any], base: str = "spec") -> tuple[dict[st
         f"{path}: plugin {name!r} is not in kube-scheduler v1.37's registry: only a kube-scheduler built "
         "with it accepts this configuration"
         for path, name in _plugin_names(profile, base)
-        if name != "*" and name not in KUBE_SCHEDULER_V1_37_PLUGINS
+        if name != "*" and name not in KUBE_SCHEDULER_PLUGINS
     ]
     return profile, warnings
 
@@ -289,107 +252,18 @@ def _plugin_names(profile: Mapping[str, Any], base: str) -> Iterator[tuple[str, 
         yield join_path(base, "pluginConfig", j, "name"), entry["name"]
 
 
-def _without_pod_group_points(profile: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], list[str]]:
-    """``profile`` without v1.37's PodGroup extension points, and a warning for each left out; one that
-    enables a plugin is refused."""
-    plugins = profile.get("plugins")
-    if not isinstance(plugins, Mapping) or not any(point in plugins for point in POD_GROUP_POINTS):
-        return profile, []
-    warnings = []
-    for point in POD_GROUP_POINTS:
-        if point not in plugins:
-            continue
-        path = join_path(where, "plugins", point)
-        plugin_set = plugins[point] or {}
-        if not isinstance(plugin_set, Mapping):
-            raise ProfileError(path, "must be an object")
-        if plugin_set.get("enabled"):
-            raise ProfileError(
-                join_path(path, "enabled", 0),
-                f"{point} is kube-scheduler v1.37's PodGroup extension point, which kopf-scheduler does not "
-                "implement",
-            )
-        warnings.append(
-            f"{path}: left out: kopf-scheduler has no plugin at this PodGroup extension point of "
-            "kube-scheduler v1.37, so there is nothing to disable"
-        )
-    kept = {k: v for k, v in plugins.items() if k not in POD_GROUP_POINTS}
-    return {**profile, "plugins": kept}, warnings
-
-
-def _check_v1_37(profile: Mapping[str, Any], where: str) -> None:
-    """What kube-scheduler v1.37 accepts and kopf-scheduler refuses or checks as v1.37 does."""
-    for path, name in _plugin_names(profile, where):
-        if name in KUBE_SCHEDULER_V1_37_ONLY and ".disabled[" not in path:
-            raise ProfileError(
-                path,
-                f"plugin {name!r} is in kube-scheduler v1.37's registry, not in kopf-scheduler",
-            )
-    for j, entry in enumerate(profile.get("pluginConfig") or ()):
-        args = entry.get("args") if isinstance(entry, Mapping) else None
-        if not isinstance(args, Mapping):
-            continue
-        path = join_path(where, "pluginConfig", j, "args")
-        if entry.get("name") == "DynamicResources" and "bindingTimeout" in args:
-            raise ProfileError(
-                join_path(path, "bindingTimeout"),
-                "kopf-scheduler does not implement device binding conditions (DRADeviceBindingConditions), "
-                "the only wait this timeout bounds",
-            )
-        if entry.get("name") == "NodeResourcesFit":
-            _check_scoring_strategy(args.get("scoringStrategy"), join_path(path, "scoringStrategy"))
-
-
-def _check_scoring_strategy(strategy: Any, path: str) -> None:
-    """v1.37's ``ValidateNodeResourcesFitArgs`` on ``requestedToCapacityRatio``, with its messages
-    (``field.Error``: ``<path>: Required value: ...``); the first error it lists is raised."""
-    if not isinstance(strategy, Mapping):
-        return
-    ratio = strategy.get("requestedToCapacityRatio")
-    ratio_path = join_path(path, "requestedToCapacityRatio")
-    if strategy.get("type") != REQUESTED_TO_CAPACITY_RATIO:
-        if ratio is not None:
-            raise ProfileError(ratio_path, "Forbidden: must be nil when type is not RequestedToCapacityRatio")
-        return
-    if ratio is None:
-        raise ProfileError(
-            ratio_path, "Required value: must be specified when type is RequestedToCapacityRatio"
-        )
-    shape = ratio.get("shape") if isinstance(ratio, Mapping) else None
-    shape_path = join_path(ratio_path, "shape")
-    if not shape:
-        raise ProfileError(shape_path, "Required value: at least one point must be specified")
-    if not isinstance(shape, list) or not all(
-        isinstance(p, Mapping) and all(type(p.get(k, 0)) is int for k in ("utilization", "score"))
-        for p in shape
-    ):
-        return  # the plugin's arguments say what is wrong with their types
-    for i in range(1, len(shape)):
-        if shape[i - 1].get("utilization", 0) >= shape[i].get("utilization", 0):
-            raise ProfileError(
-                join_path(shape_path, i, "utilization"),
-                f"Invalid value: {shape[i].get('utilization', 0)}: values must be sorted in increasing order",
-            )
-    for i, point in enumerate(shape):
-        utilization, score = point.get("utilization", 0), point.get("score", 0)
-        if not 0 <= utilization <= 100:
-            raise ProfileError(
-                join_path(shape_path, i, "utilization"),
-                f"Invalid value: {utilization}: not in valid range [0, 100]",
-            )
-        if not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
-            raise ProfileError(
-                join_path(shape_path, i, "score"),
-                f"Invalid value: {score}: not in valid range [0, {MAX_CUSTOM_PRIORITY_SCORE}]",
-            )
-
-
 def _check_plugin_names(profile: Mapping[str, Any], where: str, known: Collection[str]) -> None:
+    """Every plugin named is ``known``; one only kube-scheduler v1.37 has may be disabled, a no-op here."""
     for path, name in _plugin_names(profile, where):
+        disabled = ".disabled[" in path
         if name == "*":
-            if ".disabled[" not in path:
+            if not disabled:
                 raise ProfileError(path, "'*' may only disable plugins")
-        elif name not in known:
+        elif name not in known and not (disabled and name in KUBE_SCHEDULER_PLUGINS):
+            if name in KUBE_SCHEDULER_PLUGINS:
+                raise ProfileError(
+                    path, f"plugin {name!r} is in kube-scheduler v1.37's registry, not in kopf-scheduler"
+                )
             raise ProfileError(path, f"unknown plugin {name!r}")
 
 

@@ -3,7 +3,9 @@
 A profile's ``spec`` mirrors one profile of a ``KubeSchedulerConfiguration`` (plus the extenders, which
 kube-scheduler configures once for all its profiles). ``parse_profile`` validates
 it against ``schema.SPEC_SCHEMA`` and returns a ``ProfileSpec``; ``merge_plugins`` lays it over the
-default plugin set exactly as upstream's ``mergePluginSet`` does. Plugin existence, plugin arguments and
+default plugin set exactly as upstream's ``mergePluginSet`` does. The plugin sets of v1.37's pod group
+extension points (``schema.POD_GROUP_POINTS``) are carried, but may only disable: kopf-scheduler has no
+plugin that extends them. Plugin existence, plugin arguments and
 framework invariants are checked when the runtime builds the profile, with the same field paths. The
 operator's bounds (reserved scheduler names, the extender TLS directory, metadata addresses) are checked
 here too (``api/bounds.py``).
@@ -21,7 +23,7 @@ import jsonschema
 from kopf_scheduler.api.bounds import OFFLINE, ProfileBounds
 from kopf_scheduler.api.errors import ProfileError, join_path
 from kopf_scheduler.api.extenders import ExtenderSpec, parse_extenders
-from kopf_scheduler.api.schema import GROUP, KIND, PLUGIN_SET_FIELDS, SPEC_SCHEMA
+from kopf_scheduler.api.schema import GROUP, KIND, PLUGIN_SET_FIELDS, POD_GROUP_POINTS, SPEC_SCHEMA
 
 _VALIDATOR = jsonschema.Draft202012Validator(SPEC_SCHEMA)
 #: the most one plugin's ``args`` may take as JSON: bounds every list and string in them at once
@@ -142,6 +144,14 @@ def parse_profile(obj: Mapping[str, Any], bounds: ProfileBounds = OFFLINE) -> Pr
                 for i, p in enumerate(raw.get("disabled") or ())
             ],
         )
+    for point in POD_GROUP_POINTS:
+        enabled = plugins[point].enabled if point in plugins else []
+        if enabled:
+            raise ProfileError(
+                join_path(enabled[0].path, "name"),
+                f"plugin {enabled[0].name!r} does not extend {point}: kopf-scheduler has no plugin at "
+                "kube-scheduler v1.37's pod group extension points (GenericWorkload)",
+            )
     config: dict[str, tuple[dict[str, Any], str]] = {}
     for i, entry in enumerate(spec.get("pluginConfig") or ()):
         path = join_path("spec.pluginConfig", i)

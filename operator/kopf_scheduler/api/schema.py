@@ -34,7 +34,11 @@ EXTENSION_POINTS = (
     "bind",
     "postBind",
 )
-PLUGIN_SET_FIELDS = ("multiPoint", *EXTENSION_POINTS)
+#: kube-scheduler v1.37's extension points of the pod group scheduling cycle (``Plugins`` in
+#: ``config/v1/types.go``), which runs only with the GenericWorkload gate (off by default): a profile carries
+#: their plugin sets, but kopf-scheduler has no plugin there, so they may only disable (``profile.py``)
+POD_GROUP_POINTS = ("placementGenerate", "placementScore", "podGroupPostFilter")
+PLUGIN_SET_FIELDS = ("multiPoint", *EXTENSION_POINTS, *POD_GROUP_POINTS)
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 253}
 
@@ -46,7 +50,7 @@ def _described(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 _PLUGIN = {
     "type": "object",
-    "description": "A plugin by name; weight applies to score plugins only.",
+    "description": "A plugin by name; weight applies to score and placementScore plugins only.",
     "required": ["name"],
     "additionalProperties": False,
     "properties": {
@@ -55,8 +59,8 @@ _PLUGIN = {
             "type": "integer",
             "exclusiveMinimum": 0,
             "maximum": 100,
-            "description": "Multiplies the plugin's normalized 0-100 node scores; score plugins only, "
-            "default 1 or the plugin's default weight.",
+            "description": "Multiplies the plugin's normalized 0-100 node scores; score and placementScore "
+            "plugins only, default 1 or the plugin's default weight.",
         },
     },
 }
@@ -102,6 +106,12 @@ _EXTENSION_POINT_DESCRIPTIONS = {
     "preBind": "Plugins that act before the binding (volume and claim writes).",
     "bind": "Plugins that bind the pod to its node (DefaultBinder).",
     "postBind": "Plugins informed after a successful binding.",
+    "placementGenerate": "Plugins that propose placements for a pod group (kube-scheduler's GenericWorkload "
+    "feature); kopf-scheduler has none, so this set may only disable.",
+    "placementScore": "Plugins that rank a pod group's placements (GenericWorkload); kopf-scheduler has none, "
+    "so this set may only disable.",
+    "podGroupPostFilter": "Plugins run when a pod group cannot be scheduled (GenericWorkload); kopf-scheduler "
+    "has none, so this set may only disable.",
 }
 
 

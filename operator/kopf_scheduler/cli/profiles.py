@@ -43,7 +43,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from kopf_scheduler.api.kube_scheduler_config import KUBE_SCHEDULER_PLUGINS, import_config
+    from kopf_scheduler.api.kube_scheduler_config import import_config
     from kopf_scheduler.api.profile import parse_profile
     from kopf_scheduler.framework.runtime.build import build_framework
     from kopf_scheduler.plugins.defaults import default_plugins
@@ -60,7 +60,7 @@ def run_import(args: argparse.Namespace) -> int:
         build_framework(parse_profile(manifest), registry, default_plugins(), SimulatedCluster())
 
     try:
-        imported = import_config(docs[0], KUBE_SCHEDULER_PLUGINS | set(registry.names()), builds)
+        imported = import_config(docs[0], set(registry.names()), builds)
     except ProfileError as e:
         raise UsageError(f"{args.file}: {e}") from None
     for warning in imported.warnings:

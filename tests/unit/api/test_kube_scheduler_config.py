@@ -349,68 +349,13 @@ BAD = {
         "extenders[0]: 'urlPrefix' is required",
     ),
     "not-an-object": ("- a\n", "a KubeSchedulerConfiguration must be an object"),
-    # kube-scheduler v1.37's additions
+    # kube-scheduler v1.37's pod group extension points: carried, but kopf-scheduler has no plugin there
     "pod-group-point-enabled": (
         HEAD + "profiles:\n- plugins:\n    placementScore:\n      enabled:\n"
         "      - {name: PodGroupPodsCount, weight: 1}\n",
-        "profiles[0].plugins.placementScore.enabled[0]: placementScore is kube-scheduler v1.37's PodGroup "
-        "extension point, which kopf-scheduler does not implement",
-    ),
-    "v1.37-plugin-enabled": (
-        HEAD + "profiles:\n- plugins:\n    multiPoint:\n      enabled:\n      - name: NodeDeclaredFeatures\n",
-        "profiles[0].plugins.multiPoint.enabled[0].name: plugin 'NodeDeclaredFeatures' is in kube-scheduler "
-        "v1.37's registry, not in kopf-scheduler",
-    ),
-    "v1.37-plugin-configured": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: GangScheduling\n    args: {}\n",
-        "profiles[0].pluginConfig[0].name: plugin 'GangScheduling' is in kube-scheduler v1.37's registry, "
-        "not in kopf-scheduler",
-    ),
-    "dra-binding-timeout": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: DynamicResources\n"
-        "    args: {filterTimeout: 10s, bindingTimeout: 600s}\n",
-        "profiles[0].pluginConfig[0].args.bindingTimeout: kopf-scheduler does not implement device binding "
-        "conditions (DRADeviceBindingConditions), the only wait this timeout bounds",
-    ),
-    "ratio-required": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
-        "        type: RequestedToCapacityRatio\n",
-        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Required value: must be "
-        "specified when type is RequestedToCapacityRatio",
-    ),
-    "ratio-forbidden": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
-        "        type: MostAllocated\n"
-        "        requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}]}\n",
-        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil "
-        "when type is not RequestedToCapacityRatio",
-    ),
-    "ratio-empty-shape": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
-        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio: {shape: []}\n",
-        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape: Required value: at "
-        "least one point must be specified",
-    ),
-    "ratio-unsorted-shape": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
-        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
-        "          shape: [{utilization: 50, score: 1}, {utilization: 50, score: 11}]\n",
-        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].utilization: "
-        "Invalid value: 50: values must be sorted in increasing order",
-    ),
-    "ratio-score-range": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
-        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
-        "          shape: [{utilization: 0, score: 0}, {utilization: 100, score: 11}]\n",
-        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].score: Invalid "
-        "value: 11: not in valid range [0, 10]",
-    ),
-    "ratio-utilization-range": (
-        HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
-        "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
-        "          shape: [{utilization: -1, score: 0}]\n",
-        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[0].utilization: "
-        "Invalid value: -1: not in valid range [0, 100]",
+        "profiles[0].plugins.placementScore.enabled[0].name: plugin 'PodGroupPodsCount' does not extend "
+        "placementScore: kopf-scheduler has no plugin at kube-scheduler v1.37's pod group extension points "
+        "(GenericWorkload)",
     ),
 }
 
@@ -520,8 +465,8 @@ def test_cli_import_to_a_directory_never_overwrites(
         (
             HEAD + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n"
             "    args: {scoringStrategy: {type: Most}}\n",
-            "profiles[0].pluginConfig[0].args.scoringStrategy.type: must be one of LeastAllocated, "
-            "MostAllocated, RequestedToCapacityRatio, not 'Most'",
+            'profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value: "Most": supported '
+            'values: "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"',
         ),
         (
             HEAD + "profiles:\n- plugins: {bind: {disabled: [{name: '*'}]}}\n",
@@ -554,7 +499,9 @@ def test_cli_export_names_the_file_and_document(tmp_path: Path, capsys: pytest.C
     )
 
 
-#: a configuration of kube-scheduler v1.37 that disables what kopf-scheduler does not have
+#: a configuration of kube-scheduler v1.37 with what v1.37 added: the pod group extension points (carried;
+#: kopf-scheduler has no plugin there, so they only disable), the v1.37 plugins kopf-scheduler lacks
+#: disabled, ``DynamicResourcesArgs.bindingTimeout`` and v1.37's NodeResourcesFit arguments
 V1_37_CONFIG = (
     HEAD
     + """profiles:
@@ -562,12 +509,22 @@ V1_37_CONFIG = (
   plugins:
     multiPoint:
       disabled:
-      - name: NodeDeclaredFeatures
-    placementGenerate: {}
-    podGroupPostFilter:
+      - name: GangScheduling
+      - name: DeferredPodScheduling
+    placementGenerate:
+      disabled:
+      - name: TopologyPlacementGenerator
+    placementScore:
       disabled:
       - name: '*'
+    podGroupPostFilter: {}
   pluginConfig:
+  - name: DynamicResources
+    args:
+      apiVersion: kubescheduler.config.k8s.io/v1
+      kind: DynamicResourcesArgs
+      filterTimeout: 10s
+      bindingTimeout: 5m
   - name: NodeResourcesFit
     args:
       scoringStrategy:
@@ -579,18 +536,137 @@ V1_37_CONFIG = (
 )
 
 
-def test_v1_37_configuration_imports_and_says_what_it_left_out() -> None:
-    imported = import_config(yaml.safe_load(V1_37_CONFIG))
+def test_v1_37_configuration_is_carried_both_ways() -> None:
+    source = yaml.safe_load(V1_37_CONFIG)
+    imported = import_config(source)
+    assert imported.warnings == []
     [manifest] = imported.profiles
-    assert manifest["spec"]["plugins"] == {"multiPoint": {"disabled": [{"name": "NodeDeclaredFeatures"}]}}
-    assert imported.warnings == [
-        "profiles[0].plugins.placementGenerate: left out: kopf-scheduler has no plugin at this PodGroup "
-        "extension point of kube-scheduler v1.37, so there is nothing to disable",
-        "profiles[0].plugins.podGroupPostFilter: left out: kopf-scheduler has no plugin at this PodGroup "
-        "extension point of kube-scheduler v1.37, so there is nothing to disable",
-    ]
-    config, warnings = export_config(imported.profiles)
-    assert warnings == []  # NodeDeclaredFeatures is in v1.37's registry
-    assert config["profiles"][0]["plugins"] == {
-        "multiPoint": {"disabled": [{"name": "NodeDeclaredFeatures"}]}
+    assert manifest["spec"]["plugins"] == source["profiles"][0]["plugins"]
+    assert manifest["spec"]["pluginConfig"][0] == {
+        "name": "DynamicResources",
+        "args": {"filterTimeout": "10s", "bindingTimeout": "5m"},
     }
+    parse_profile(manifest)
+    config, warnings = export_config(imported.profiles)
+    assert warnings == []
+    assert config["profiles"][0]["plugins"] == source["profiles"][0]["plugins"]
+
+
+def test_cli_imports_a_v1_37_configuration_and_exports_it_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "kube-scheduler.yaml"
+    source.write_text(V1_37_CONFIG)
+    assert main(["profiles", "import", str(source), "-o", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["profiles", "export", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    exported = yaml.safe_load(out)
+    expected = yaml.safe_load(V1_37_CONFIG)
+    del expected["profiles"][0]["pluginConfig"][0]["args"]["apiVersion"]
+    del expected["profiles"][0]["pluginConfig"][0]["args"]["kind"]
+    assert exported == expected
+
+
+#: kube-scheduler v1.37's plugins less the ones kopf-scheduler lacks (as the command line's registry)
+_KNOWN = KUBE_SCHEDULER_PLUGINS - {"GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount"}
+
+
+@pytest.mark.parametrize(
+    ("profile", "error"),
+    [
+        (
+            "- plugins: {multiPoint: {enabled: [{name: GangScheduling}]}}\n",
+            "profiles[0].plugins.multiPoint.enabled[0].name: plugin 'GangScheduling' is in kube-scheduler "
+            "v1.37's registry, not in kopf-scheduler",
+        ),
+        (
+            "- pluginConfig: [{name: TopologyPlacementGenerator, args: {}}]\n",
+            "profiles[0].pluginConfig[0].name: plugin 'TopologyPlacementGenerator' is in kube-scheduler "
+            "v1.37's registry, not in kopf-scheduler",
+        ),
+        ("- plugins: {multiPoint: {enabled: [{name: GangSchedulin}]}}\n", None),
+        ("- plugins: {multiPoint: {disabled: [{name: GangScheduling}, {name: PodGroupPodsCount}]}}\n", ""),
+    ],
+    ids=["enabled", "configured", "unknown", "disabled"],
+)
+def test_v1_37_plugins_kopf_scheduler_lacks_may_only_be_disabled(profile: str, error: str | None) -> None:
+    config = yaml.safe_load(HEAD + "profiles:\n" + profile)
+    if error == "":
+        import_config(config, _KNOWN)
+        return
+    with pytest.raises(ProfileError) as raised:
+        import_config(config, _KNOWN)
+    assert str(raised.value) == (
+        error or "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'GangSchedulin'"
+    )
+
+
+def _fit(strategy: str) -> str:
+    return (
+        HEAD
+        + "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n"
+        + strategy
+    )
+
+
+_ARGS = "profiles[0].pluginConfig[0].args"
+_RATIO = f"{_ARGS}.scoringStrategy.requestedToCapacityRatio"
+
+
+#: v1.37's plugin-argument rules, as the command line's build of the profile checks them
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            HEAD
+            + "profiles:\n- pluginConfig:\n  - name: DynamicResources\n    args: {bindingTimeout: 500ms}\n",
+            f'{_ARGS}.bindingTimeout: Invalid value: "500ms": must be at least 1 second',
+        ),
+        (
+            _fit("        type: RequestedToCapacityRatio\n"),
+            f"{_RATIO}: Required value: must be specified when type is RequestedToCapacityRatio",
+        ),
+        (
+            _fit(
+                "        type: MostAllocated\n"
+                "        requestedToCapacityRatio: {shape: [{utilization: 0, score: 0}]}\n"
+            ),
+            f"{_RATIO}: Forbidden: must be nil when type is not RequestedToCapacityRatio",
+        ),
+        (
+            _fit("        type: RequestedToCapacityRatio\n        requestedToCapacityRatio: {shape: []}\n"),
+            f"{_RATIO}.shape: Required value: at least one point must be specified",
+        ),
+        (
+            _fit(
+                "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
+                "          shape: [{utilization: 50, score: 1}, {utilization: 50, score: 11}]\n"
+            ),
+            f"{_RATIO}.shape[1].utilization: Invalid value: 50: values must be sorted in increasing order",
+        ),
+        (
+            _fit(
+                "        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n"
+                "          shape: [{utilization: 0, score: 0}, {utilization: 100, score: 11}]\n"
+            ),
+            f"{_RATIO}.shape[1].score: Invalid value: 11: not in valid range [0, 10]",
+        ),
+    ],
+    ids=[
+        "binding-timeout",
+        "ratio-required",
+        "ratio-forbidden",
+        "ratio-empty-shape",
+        "ratio-unsorted",
+        "ratio-score",
+    ],
+)
+def test_cli_import_checks_v1_37_plugin_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, error: str
+) -> None:
+    source = tmp_path / "config.yaml"
+    source.write_text(text)
+    assert main(["profiles", "import", str(source)]) == 2
+    assert capsys.readouterr().err == f"kopf-scheduler profiles: error: {source}: {error}\n"

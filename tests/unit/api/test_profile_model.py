@@ -209,3 +209,17 @@ def test_merge_plugins_fills_every_point() -> None:
     assert _names(merged["multiPoint"]) == [("A", 0), ("B", 1), ("C", 0)]
     assert _names(merged["filter"]) == [("X", 0)]
     assert _names(merged["score"]) == []
+
+
+# -- kube-scheduler v1.37's pod group extension points ------------------------------------------------
+@pytest.mark.parametrize("point", ["placementGenerate", "placementScore", "podGroupPostFilter"])
+def test_pod_group_points_are_carried_and_may_only_disable(point: str) -> None:
+    spec = parse_profile({"schedulerName": "s", "plugins": {point: {"disabled": [{"name": "*"}]}}})
+    assert spec.plugin_set(point).disabled_names == {"*"}
+    assert point in merge_plugins({}, spec.plugins)
+    with pytest.raises(ProfileError) as e:
+        parse_profile({"schedulerName": "s", "plugins": {point: {"enabled": [{"name": "GangScheduling"}]}}})
+    assert str(e.value) == (
+        f"spec.plugins.{point}.enabled[0].name: plugin 'GangScheduling' does not extend {point}: "
+        "kopf-scheduler has no plugin at kube-scheduler v1.37's pod group extension points (GenericWorkload)"
+    )
