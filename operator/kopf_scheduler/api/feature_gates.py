@@ -166,6 +166,7 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
 #: gates whose value kopf-scheduler's code reads (``handle.feature_gates``): either value is implemented
 READ = frozenset({
     "InPlacePodLevelResourcesVerticalScaling",  # framework/pod_requests.py (use_feature_gates): pod status
+    "VolumeLimitScaling",  # plugins/node_volume_limits: CSIDriver preventPodSchedulingIfMissing
 })  # fmt: skip
 
 #: gates kopf-scheduler's code behaves as on whatever their value (kube-scheduler's defaults it

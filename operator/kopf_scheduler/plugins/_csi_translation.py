@@ -1,15 +1,15 @@
-"""In-tree volumes as the CSI volumes they migrate to (``k8s.io/csi-translation-lib`` v0.34:
+"""In-tree volumes as the CSI volumes they migrate to (``k8s.io/csi-translation-lib`` v0.37, as v0.34:
 ``translate.go``, ``plugins/*.go``), as far as the volume plugins read them: the CSI driver and the volume
 handle, which NodeVolumeLimits counts, with whether migration counts on a node
-(``nodevolumelimits/utils.go`` ``isCSIMigrationOn``); and a PersistentVolume's node affinity after
+(``nodevolumelimits/utils.go`` ``isCSIMigrationOn``, v1.37); and a PersistentVolume's node affinity after
 translation, which VolumeBinding checks on nodes whose CSINode says the plugin is migrated
 (``volumebinding/binder.go`` ``tryTranslatePVToCSI``).
 
 The translator knows seven in-tree plugins. Migration counts only where a CSINode exists, and then
-always for AWS EBS, GCE PD, Azure Disk and Cinder (their migration is GA and locked on), for Portworx
-only when the CSINode's ``storage.alpha.kubernetes.io/migrated-plugins`` annotation lists it, and never
-for vSphere or Azure File (``isCSIMigrationOn`` has no case for them, so their volumes are not counted
-though a pod that has them is not skipped by pre-filter).
+always for AWS EBS, GCE PD, Azure Disk, Cinder and Portworx (v1.37 no longer reads the CSINode's
+migrated-plugins annotation for Portworx), and never for vSphere or Azure File (``isCSIMigrationOn`` has
+no case for them, so their volumes are not counted though a pod that has them is not skipped by
+pre-filter).
 
 Volume handles: an EBS ``aws://<zone>/<vol-id>`` ID becomes its ``vol-id`` (checked against
 ``^vol-[^/]*$``); a GCE PD becomes ``projects/UNSPECIFIED/zones/<zone>/disks/<pd>`` with the zone from
@@ -59,7 +59,7 @@ CSI_DRIVERS = {
     VSPHERE: "csi.vsphere.vmware.com",
     PORTWORX: "pxd.portworx.com",
 }
-_ALWAYS_MIGRATED = frozenset({AWS_EBS, GCE_PD, AZURE_DISK, CINDER})
+_ALWAYS_MIGRATED = frozenset({AWS_EBS, GCE_PD, AZURE_DISK, CINDER, PORTWORX})
 
 #: in-tree plugins the volume binder translates (``isCSIMigrationOnForPlugin``, v1.34's gates)
 BINDER_MIGRATED = frozenset({AWS_EBS, GCE_PD, AZURE_DISK, CINDER, PORTWORX})
@@ -89,14 +89,8 @@ def migratable(disk: InTreeDisk | None) -> bool:
 
 
 def migration_on(csi_node: CSINode | None, plugin: str) -> bool:
-    """``isCSIMigrationOn`` with v1.34's gates (CSIMigrationPortworx GA, locked on)."""
-    if csi_node is None or not plugin:
-        return False
-    if plugin in _ALWAYS_MIGRATED:
-        return True
-    if plugin != PORTWORX:
-        return False
-    return PORTWORX in csi_node.migrated_plugins
+    """``isCSIMigrationOn`` (v1.37): a CSINode exists and the plugin's migration is GA."""
+    return csi_node is not None and plugin in _ALWAYS_MIGRATED
 
 
 def ebs_volume_id(kubernetes_id: str) -> str:

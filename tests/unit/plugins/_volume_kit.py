@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kopf_scheduler.api.feature_gates import DEFAULT_GATES
 from kopf_scheduler.backend.cache import Snapshot
 from kopf_scheduler.backend.objects import ClusterObjects
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -22,6 +23,7 @@ class VolumeHandle:
     def __init__(self, objects: ClusterObjects, snapshot: Snapshot | None = None) -> None:
         self.objects = objects
         self._snapshot = snapshot or Snapshot()
+        self.feature_gates = DEFAULT_GATES
 
     def snapshot(self) -> Snapshot:
         return self._snapshot

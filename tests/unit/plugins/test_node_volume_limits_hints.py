@@ -162,8 +162,7 @@ def test_registered_events() -> None:
     assert events == [
         (Resource.CSI_NODE, Action.ADD, None),
         (Resource.CSI_NODE, Action.UPDATE, csi_node_updated),
-        (Resource.ASSIGNED_POD, Action.DELETE, pod_deleted),
-        (Resource.POD, Action.DELETE, pod_deleted),
+        (Resource.ASSIGNED_POD, Action.DELETE, pod_deleted),  # v1.37: bound pods' deletions only
         (Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD, claim_added),
         (Resource.VOLUME_ATTACHMENT, Action.DELETE, attachment_deleted),
     ]

@@ -1,5 +1,6 @@
-"""NodeVolumeLimits beyond upstream's filter table: in-tree translation (csi-translation-lib v0.34's
-handles and errors), where migration counts, and VolumeAttachments."""
+"""NodeVolumeLimits beyond upstream's filter table: in-tree translation (csi-translation-lib v0.37's
+handles and errors, unchanged since v0.34), where migration counts (``isCSIMigrationOn`` of v1.37, which
+no longer reads the CSINode's migrated-plugins annotation for Portworx), and VolumeAttachments."""
 
 from __future__ import annotations
 
@@ -149,8 +150,9 @@ MIGRATION = [
     ("gce", [], "kubernetes.io/gce-pd", True),
     ("azure-disk", [], "kubernetes.io/azure-disk", True),
     ("cinder", [], "kubernetes.io/cinder", True),
-    ("portworx-unannounced", [], "kubernetes.io/portworx-volume", False),
+    ("portworx-unannounced", [], "kubernetes.io/portworx-volume", True),
     ("portworx-announced", ["kubernetes.io/portworx-volume"], "kubernetes.io/portworx-volume", True),
+    ("portworx-no-csi-node", None, "kubernetes.io/portworx-volume", False),
     ("vsphere-never", ["kubernetes.io/vsphere-volume"], "kubernetes.io/vsphere-volume", False),
     ("azure-file-never", ["kubernetes.io/azure-file"], "kubernetes.io/azure-file", False),
     ("empty-plugin", [], "", False),
@@ -183,7 +185,14 @@ AZURE_SHARED = disk_volume("azureDisk", diskName="d", diskURI="uri")
 
 INLINE_CASES = [
     ("vsphere-not-skipped-never-counted", [VSPHERE], [], {"csi.vsphere.vmware.com": 0}, [], (None, None)),
-    ("portworx-without-announcement", [PORTWORX], [[PORTWORX_2]], {"pxd.portworx.com": 1}, [], (None, None)),
+    (
+        "portworx-without-announcement",
+        [PORTWORX],
+        [[PORTWORX_2]],
+        {"pxd.portworx.com": 1},
+        [],
+        (None, EXCEEDED),
+    ),
     (
         "portworx-announced",
         [PORTWORX],

@@ -327,6 +327,9 @@ class CSIDriver:
     attach_required: bool
     #: ``spec.storageCapacity``: the scheduler checks CSIStorageCapacity objects for this driver
     storage_capacity: bool
+    #: ``spec.preventPodSchedulingIfMissing``: pods with the driver's volumes go only to nodes whose
+    #: CSINode lists the driver (NodeVolumeLimits, with the VolumeLimitScaling gate on)
+    prevent_pod_scheduling_if_missing: bool = False
 
 
 def parse_csi_driver(raw: Mapping[str, Any]) -> CSIDriver:
@@ -334,7 +337,8 @@ def parse_csi_driver(raw: Mapping[str, Any]) -> CSIDriver:
     spec = _section(raw, "spec")
     attach = spec.get("attachRequired")
     capacity = spec.get("storageCapacity")
-    return CSIDriver(name, raw, attach is not False, capacity is True)
+    prevent = spec.get("preventPodSchedulingIfMissing")
+    return CSIDriver(name, raw, attach is not False, capacity is True, prevent is True)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

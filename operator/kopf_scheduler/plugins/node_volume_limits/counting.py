@@ -1,10 +1,10 @@
 """What NodeVolumeLimits counts (``nodevolumelimits/csi.go`` ``filterAttachableVolumes``,
-``getCSIDriverInfo``, ``getNodeVolumeAttachmentInfo``, v1.34), and the caches that let the filter count
+``getCSIDriverInfo``, ``getNodeVolumeAttachmentInfo``, v1.37), and the caches that let the filter count
 once instead of once per node and pod.
 
 A volume is counted as ``<driver>/<handle> -> driver``. What a pod's volumes count depends on the pod, the
 claim, volume and class stores, and on the node's CSINode only through ``migration_on``: whether there is
-a CSINode, and whether it lists Portworx as migrated (``profile``). So:
+a CSINode (``profile``). So:
 
 - the incoming pod's volumes are counted once per profile per scheduling cycle (``PodCount``, kept in the
   cycle state), not once per node;
@@ -34,7 +34,7 @@ from kopf_scheduler.framework.objects import (
 )
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status, error, unresolvable
-from kopf_scheduler.framework.volumes import PORTWORX, VolumeParseError, pod_volumes, volume_claim_name
+from kopf_scheduler.framework.volumes import VolumeParseError, pod_volumes, volume_claim_name
 from kopf_scheduler.plugins._csi_translation import (
     CSI_DRIVERS,
     TranslationError,
@@ -50,8 +50,8 @@ STAMP_KINDS = (PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, STORAGE_CLASSES, VO
 #: node counts kept at most (names of deleted nodes otherwise stay until a store changes)
 _MAX_NODES = 1 << 16
 
-#: what the CSINode changes in a pod's count: no CSINode (None), or whether Portworx is migrated
-Profile = bool | None
+#: what the CSINode changes in a pod's count: whether there is one (in-tree volumes count only then)
+Profile = bool
 #: a pod's count: ``<driver>/<handle> -> driver``, or the status that stops the filter
 PodCount = dict[str, str] | Status
 
@@ -66,15 +66,11 @@ class _ClaimNotFound(_Failure):
 
 def profile(csi_node: CSINode | None) -> Profile:
     """All that ``migration_on`` reads of a CSINode."""
-    return None if csi_node is None else PORTWORX in csi_node.migrated_plugins
+    return csi_node is not None
 
 
 #: a CSINode of each profile: the incoming pod is counted against it instead of each node's own
-_TYPICAL: dict[Profile, CSINode | None] = {
-    None: None,
-    False: CSINode("", {}, {}, ()),
-    True: CSINode("", {}, {}, (PORTWORX,)),
-}
+_TYPICAL: dict[Profile, CSINode | None] = {False: None, True: CSINode("", {}, {}, ())}
 
 
 def volume_limits(csi_node: CSINode | None) -> dict[str, int]:

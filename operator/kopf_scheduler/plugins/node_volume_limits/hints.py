@@ -1,4 +1,4 @@
-"""NodeVolumeLimits' queueing hints (``nodevolumelimits/csi.go`` ``isSchedulableAfter*``, v1.34): which
+"""NodeVolumeLimits' queueing hints (``nodevolumelimits/csi.go`` ``isSchedulableAfter*``, v1.37): which
 pod deletions, added claims, deleted VolumeAttachments and CSINode updates may free room for a pod the
 plugin rejected."""
 

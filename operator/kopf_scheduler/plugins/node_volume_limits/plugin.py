@@ -1,8 +1,8 @@
 """NodeVolumeLimits: a node may attach at most its CSINode's ``allocatable.count`` volumes of each CSI
-driver (``nodevolumelimits/csi.go``, v1.34, upstream's ``CSILimits``).
+driver (``nodevolumelimits/csi.go``, v1.37, upstream's ``CSILimits``).
 
-The limits come from the CSINode alone: v1.34 no longer reads the node's ``attachable-volumes-*``
-allocatable, and a node without a CSINode, or a driver without a count, has no limit.
+The limits come from the CSINode alone (not the node's ``attachable-volumes-*`` allocatable), and a node
+without a CSINode, or a driver without a count, has no limit.
 
 A volume is counted once per node as ``<driver>/<handle>``. A claim (``persistentVolumeClaim``, or a
 generic ephemeral volume's ``<pod>-<volume>`` claim, which must be controlled by the pod) counts as its
@@ -11,17 +11,22 @@ migration is on (``translation``); a claim not yet bound, or bound to a missing 
 class's provisioner (translated when in-tree) with a handle unique to the claim; a claim without a
 class, or of a missing class, is not counted. Inline in-tree volumes count the same way.
 
-Filter, for a pod with such volumes: the pod's own volumes (a missing claim of the pod is
+Filter, for a pod with such volumes: the pod's own volumes are counted (a missing claim of the pod is
 ``UnschedulableAndUnresolvable`` as ``looking up PVC <ns>/<name>: persistentvolumeclaim "<name>" not
-found``), minus those already counted on the node, are added per driver to the node's: the volumes of
-the pods on the node (their missing claims are not counted) and the node's VolumeAttachments whose
-volume is a CSI volume. Exceeding a driver's limit is ``Unschedulable`` (preemption may free volumes).
-An ephemeral claim not owned by its pod, or an inline volume that cannot be translated, is an error,
-as upstream. Pre-filter skips pods with no claim, ephemeral or migratable in-tree volume.
+found``). With the VolumeLimitScaling gate on (1.37), a driver of theirs whose CSIDriver sets
+``preventPodSchedulingIfMissing`` and that the node's CSINode does not list (or the node has no CSINode)
+is ``Unschedulable`` as ``<driver> CSI driver is not installed on the node`` (the first such driver in the
+pod's volumes; upstream picks one of several at random); a driver without a CSIDriver passes. Then the
+volumes not counted on the node already are added per driver to the node's: the volumes of the pods on
+the node (their missing claims are not counted) and the node's VolumeAttachments whose volume is a CSI
+volume. Exceeding a driver's limit is ``Unschedulable`` (preemption may free volumes). An ephemeral claim
+not owned by its pod, or an inline volume that cannot be translated, is an error, as upstream.
+Pre-filter skips pods with no claim, ephemeral or migratable in-tree volume.
 
 The vectorised filter judges a chunk of nodes at once from per-row arrays (``rows``): the pod's count
 per CSINode profile is compared with each row's room per driver, less the volumes the row attaches
-already; rows whose pods cannot be counted are the filter's errors (``filter_errors``).
+already; rows whose pods cannot be counted are the filter's errors (``filter_errors``). A pod with a
+volume of a driver that opts in to the driver check is filtered node by node.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
-from kopf_scheduler.framework.objects import CSI_NODES, ClusterListers
+from kopf_scheduler.framework.objects import CSI_DRIVERS, CSI_NODES, ClusterListers, CSINode
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error, unschedulable
 from kopf_scheduler.framework.volumes import VolumeParseError, pod_volumes
@@ -68,8 +73,18 @@ from kopf_scheduler.plugins.node_volume_limits.rows import PROFILES, NodeRows, r
 
 NAME = names.NODE_VOLUME_LIMITS
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
+ERR_REASON_DRIVER_NOT_INSTALLED = "{} CSI driver is not installed on the node"
+#: the feature gate of the driver check
+GATE = "VolumeLimitScaling"
 
-__all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "NodeVolumeLimits", "new", "volume_limits"]
+__all__ = [
+    "ERR_REASON_DRIVER_NOT_INSTALLED",
+    "ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED",
+    "NAME",
+    "NodeVolumeLimits",
+    "new",
+    "volume_limits",
+]
 
 
 @dataclass(slots=True)
@@ -90,9 +105,11 @@ _KEY: StateKey[_State] = StateKey(NAME)
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, handle: Handle, objects: ClusterListers) -> None:
+    def __init__(self, handle: Handle, objects: ClusterListers, volume_limit_scaling: bool) -> None:
         self.handle = handle
         self.objects = objects
+        #: the VolumeLimitScaling gate: drivers may refuse nodes they are not installed on
+        self.volume_limit_scaling = volume_limit_scaling
         # Drawn outside the scheduler's seeded random source, which it must not disturb.
         self.counter = VolumeCounter(objects, secrets.token_hex(16))
 
@@ -130,6 +147,10 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExten
             return wanted
         if not wanted:
             return None
+        if self.volume_limit_scaling:
+            missing = self._missing_driver(wanted, csi_node)
+            if missing is not None:
+                return unschedulable(ERR_REASON_DRIVER_NOT_INSTALLED.format(missing))
         on_node = self.counter.node_counts(node, csi_node, found.stamp)
         if not on_node.limits:
             return None
@@ -146,18 +167,43 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExten
                 return unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
         return None
 
-    def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        return self._judge(state, pod, table, rows)[0]
+    def _missing_driver(self, wanted: dict[str, str], csi_node: CSINode | None) -> str | None:
+        """``checkCSIDriverOnNode``: the first driver of ``wanted`` that opts in to being required on the
+        node and is not on ``csi_node``."""
+        drivers = self.objects.of(CSI_DRIVERS)
+        for driver in wanted.values():
+            found = drivers.get("", driver)
+            if found is None or not found.prevent_pod_scheduling_if_missing:
+                continue
+            if csi_node is None or driver not in csi_node.drivers:
+                return driver
+        return None
+
+    def _opts_in(self, wanted: dict[str, str]) -> bool:
+        """Whether a driver of ``wanted`` opts in to the driver check (then the filter runs per node)."""
+        drivers = self.objects.of(CSI_DRIVERS)
+        return any(
+            (found := drivers.get("", driver)) is not None and found.prevent_pod_scheduling_if_missing
+            for driver in set(wanted.values())
+        )
+
+    def filter_rows(
+        self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
+    ) -> np.ndarray | None:
+        judged = self._judge(state, pod, table, rows)
+        return None if judged is None else judged[0]
 
     def filter_errors(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
     ) -> np.ndarray | None:
-        return self._judge(state, pod, table, rows)[1]
+        judged = self._judge(state, pod, table, rows)
+        return None if judged is None else judged[1]
 
     def _judge(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """``filter``'s verdicts on ``rows``: (passes, fails with an error)."""
+    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """``filter``'s verdicts on ``rows``: (passes, fails with an error); None when the pod has a
+        volume whose driver opts in to the driver check (``filter`` then judges node by node)."""
         n = len(rows)
         try:
             if not pod_volumes(pod):
@@ -190,6 +236,8 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExten
                 continue
             if not wanted:
                 continue
+            if self.volume_limit_scaling and self._opts_in(wanted):
+                return None
             sub = rows[mask]
             limited = node_rows.limited[sub]
             failed = limited & node_rows.failed[sub]
@@ -206,11 +254,10 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExten
             ClusterEventWithHint(ClusterEvent(Resource.CSI_NODE, Action.ADD)),
             ClusterEventWithHint(ClusterEvent(Resource.CSI_NODE, Action.UPDATE), csi_node_updated),
             ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE), pod_deleted),
-            ClusterEventWithHint(ClusterEvent(Resource.POD, Action.DELETE), pod_deleted),
             ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD), claim_added),
             ClusterEventWithHint(ClusterEvent(Resource.VOLUME_ATTACHMENT, Action.DELETE), attachment_deleted),
         ]
 
 
 def new(args: NoArgs, handle: Handle) -> NodeVolumeLimits:
-    return NodeVolumeLimits(handle, handle.objects)
+    return NodeVolumeLimits(handle, handle.objects, handle.feature_gates.enabled(GATE))

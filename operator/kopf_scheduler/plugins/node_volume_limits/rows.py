@@ -30,8 +30,8 @@ from kopf_scheduler.plugins.node_volume_limits.counting import NodeCounts, Profi
 #: room on a node without a limit for the driver (more than any pod asks for)
 UNLIMITED = np.iinfo(np.int64).max // 4
 #: ``kind`` codes of the CSINode profiles
-KINDS: dict[Profile, int] = {None: 0, False: 1, True: 2}
-PROFILES: tuple[Profile, ...] = (None, False, True)
+KINDS: dict[Profile, int] = {False: 0, True: 1}
+PROFILES: tuple[Profile, ...] = (False, True)
 
 
 class NodeRows:
