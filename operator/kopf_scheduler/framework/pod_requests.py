@@ -56,7 +56,7 @@ upstream does not give; never an error.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -297,7 +297,7 @@ def _containers(spec: Mapping[str, Any]) -> tuple[list[_Container], list[tuple[_
 def _read_each(
     containers: list[_Container],
     inits: list[tuple[_Container, bool]],
-    read: Any,
+    read: Callable[[dict[str, int], str], dict[str, int]],
 ) -> _Reading:
     """The reading ``read(spec, name)`` gives of every container."""
     return [read(r, name) for r, name in containers], [(read(r, name), sc) for (r, name), sc in inits]
