@@ -7,7 +7,8 @@
   pod status writer, the leader elector and the secure port's reviews take it where they take a
   ``RestClient``;
 - the ``ClusterClient`` door (``framework.client``), which the scheduler uses: ``bind``, ``evict``,
-  ``record_scheduled``, ``record_failure``, ``clear_nominated_node_name``, ``get_object``,
+  ``nominate``, ``record_scheduled``, ``record_failure``, ``record_preempted_in_memory``,
+  ``clear_nominated_node_name``, ``get_object``,
   ``update_object`` and ``patch_object``. Each call becomes the request ``KubeClient`` sends for it (the
   binding POST with the same body, the eviction DELETE, the pod status PATCH, ...), recorded and answered
   like any other, and an answer other than a success comes back as ``KubeClient`` gives it: an
@@ -28,10 +29,12 @@ to anything else; a test with a server's state, such as a Lease store, passes it
 answer instead (an outage). A request's ``before_write`` (the fence at the wire) is called before it is
 recorded, as the pool calls it before the bytes leave; what it raises, the request is not sent.
 
-The reporting calls (``record_scheduled``, ``record_failure``, ``clear_nominated_node_name``) are
-fire-and-forget in the product: they are recorded, never answered, and never raise. ``record_failure`` is
-recorded as the pod status PATCH that carries the reason, the message and the nomination (the real client
-also sends a FailedScheduling event with the same message). ``bound``, ``failures``, ``scheduled``,
+The reporting calls (``record_scheduled``, ``record_failure``, ``record_preempted_in_memory``,
+``clear_nominated_node_name``) are fire-and-forget in the product: they are recorded, never answered,
+and never raise. ``record_failure`` is recorded as the pod status PATCH that carries the reason, the
+message and the nomination (the real client also sends a FailedScheduling event with the same message);
+like the real client, it writes ``nominatedNodeName`` only when that changes it (compared with the
+pod's last write through this door, else the pod object). ``bound``, ``failures``, ``scheduled``,
 ``nominated`` and ``evicted`` read the record the way the scheduler tests ask about it.
 
 The fake is called from one event loop at a time; a thread of its own (the leader election's) may call
@@ -177,6 +180,8 @@ class FakeAPI:
         self.info = ConnectionInfo("http://fake-api.invalid")
         self.closed = False
         self._rules: list[_Rule] = []
+        #: per pod uid: the last ``nominatedNodeName`` written through the ClusterClient door
+        self._nominations: dict[str, str] = {}
 
     @property
     def server(self) -> str:
@@ -244,6 +249,31 @@ class FakeAPI:
         if not response.ok and response.status != 404:
             raise APIError(response.status, f"deleting {victim.key}: {response.message()}")
 
+    async def nominate(self, pod: PodInfo, node_name: str) -> None:
+        """The status PATCH setting ``nominatedNodeName``, answered like any other (a failure is not
+        raised: the real client logs it); none when the pod holds that node already."""
+        if self._nomination_of(pod) == node_name:
+            return
+        self._nominations[pod.uid] = node_name
+        body = {"status": {"nominatedNodeName": node_name}}
+        await self._send(Request("PATCH", _status(pod), body, STRATEGIC_MERGE_PATCH, pod=pod))
+
+    def _nomination_of(self, pod: PodInfo) -> str:
+        """The pod's ``nominatedNodeName`` as the real client sees it: its last write, else the pod's."""
+        return self._nominations.get(pod.uid, pod.nominated_node_name)
+
+    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        note = f"Preempted by pod {preemptor.uid} on node {node_name} (in kube-scheduler memory)."
+        event = {
+            "type": "Normal",
+            "reason": "Preempted",
+            "action": "Preempting",
+            "note": note,
+            "regarding": pod_ref(victim).to_json(),
+            "related": pod_ref(preemptor).to_json(),
+        }
+        self._record(Request("POST", _events(victim), event, JSON, pod=victim))
+
     def record_scheduled(self, pod: PodInfo, node_name: str) -> None:
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node_name}"
         event = {
@@ -259,11 +289,13 @@ class FakeAPI:
         self, pod: PodInfo, reason: str, message: str, nominated_node_name: str | None
     ) -> None:
         patch: dict[str, Any] = {"conditions": [pod_scheduled_false(reason, message)]}
-        if nominated_node_name is not None:
+        if nominated_node_name is not None and nominated_node_name != self._nomination_of(pod):
+            self._nominations[pod.uid] = nominated_node_name
             patch["nominatedNodeName"] = nominated_node_name or None
         self._record(Request("PATCH", _status(pod), {"status": patch}, STRATEGIC_MERGE_PATCH, pod=pod))
 
     def clear_nominated_node_name(self, pod: PodInfo) -> None:
+        self._nominations[pod.uid] = ""
         body = {"status": {"nominatedNodeName": None}}
         self._record(Request("PATCH", _status(pod), body, STRATEGIC_MERGE_PATCH, pod=pod))
 

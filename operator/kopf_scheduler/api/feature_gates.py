@@ -165,6 +165,7 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
 
 #: gates whose value kopf-scheduler's code reads (``handle.feature_gates``): either value is implemented
 READ = frozenset({
+    "NominatedNodeNameForExpectation",  # scheduling/schedule_one.py: pre-flights, nominatedNodeName
     "InPlacePodLevelResourcesVerticalScaling",  # framework/pod_requests.py (use_feature_gates): pod status
     "VolumeLimitScaling",  # plugins/node_volume_limits: CSIDriver preventPodSchedulingIfMissing
 })  # fmt: skip

@@ -44,6 +44,18 @@ class ClusterClient(Protocol):
         (``Unschedulable`` or ``SchedulerError``); sets or clears ``status.nominatedNodeName`` when
         ``nominated_node_name`` is not None."""
 
+    async def nominate(self, pod: PodInfo, node_name: str) -> None:
+        """Sets ``status.nominatedNodeName`` to ``node_name`` with a PATCH of ``pods/<name>/status`` and
+        waits for the answer; nothing is sent when the pod holds that value already (as far as the
+        client knows: the pod object, or the client's own later writes). The binding cycle announces so
+        the node it is about to bind a pod to whose Permit wait or PreBind takes time
+        (NominatedNodeNameForExpectation). Failures are logged, not raised."""
+
+    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        """The ``Normal Preempted`` event (action ``Preempting``, the preemptor as the related object) for
+        a victim stopped inside the scheduler instead of deleted (waiting at Permit, or in PreBind):
+        ``Preempted by pod <preemptor UID> on node <node_name> (in kube-scheduler memory).``"""
+
     async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
         """Preempts ``victim`` (on ``node_name``) for ``preemptor``, as kube-scheduler's ``PreemptPod``:
 
@@ -58,10 +70,10 @@ class ClusterClient(Protocol):
            <node_name>``.
 
         A 404 at step 1 or 2 means the victim is already gone: return without the event. Any other
-        failure raises ``APIError`` (the scheduler then retries the preemptor with backoff). Preemption
-        relies on step 1: a victim with ``deletionTimestamp`` and that condition keeps its preemptor from
-        preempting again while it terminates. Pods waiting in permit are rejected by the scheduler itself
-        and never reach this method.
+        failure raises ``APIError`` (the preemptor is then retried at once). Preemption relies on step 1:
+        a victim with ``deletionTimestamp`` and that condition keeps its preemptor from preempting again
+        while it terminates. Pods waiting at Permit or in PreBind are stopped by the scheduler itself
+        and reach this method only when that came too late.
         """
 
     # Optional: ``bound_by_extender(pod, node_name) -> None``. A scheduler extender with a bind verb binds

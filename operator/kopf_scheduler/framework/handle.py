@@ -25,7 +25,12 @@ class WaitingPod(Protocol):
 
     def allow(self, plugin: str) -> None: ...
 
-    def reject(self, plugin: str, message: str) -> None: ...
+    def reject(self, plugin: str, message: str) -> bool:
+        """Declares the pod unschedulable; False when its wait was over already."""
+
+    def preempt(self, plugin: str, message: str) -> bool:
+        """Stops the wait with an error, so the pod is retried after backoff; False when it was over
+        already."""
 
     def pending_plugins(self) -> list[str]: ...
 
@@ -34,6 +39,15 @@ class WaitingPods(Protocol):
     def get(self, uid: str) -> WaitingPod | None: ...
 
     def all(self) -> list[WaitingPod]: ...
+
+
+class PodInPreBind(Protocol):
+    def cancel_pod(self, message: str) -> bool:
+        """Stops the pod's binding cycle, which fails with ``message``; False once PreBind is over."""
+
+
+class PodsInPreBind(Protocol):
+    def get(self, uid: str) -> PodInPreBind | None: ...
 
 
 class PodNominator(Protocol):
@@ -78,6 +92,10 @@ class Handle(Protocol):
 
     @property
     def waiting_pods(self) -> WaitingPods: ...
+
+    @property
+    def pods_in_pre_bind(self) -> PodsInPreBind:
+        """Pods past their Permit wait whose binding has not started (upstream's ``GetPodInPreBind``)."""
 
     @property
     def nominator(self) -> PodNominator: ...

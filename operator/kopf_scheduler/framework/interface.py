@@ -282,9 +282,27 @@ class PermitPlugin(Plugin):
 
 
 # -- binding (async: API I/O) --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PreBindPreFlightResult:
+    """What a pre-bind plugin's pre-flight says besides its status (upstream's
+    ``PreBindPreFlightResult``)."""
+
+    #: its pre-bind may run at the same time as the neighbouring pre-binds that allow it too
+    allow_parallel: bool = False
+
+
 class PreBindPlugin(Plugin):
     @abc.abstractmethod
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None: ...
+
+    def pre_bind_pre_flight(
+        self, state: CycleState, pod: PodInfo, node_name: str
+    ) -> tuple[PreBindPreFlightResult | None, Status | None]:
+        """Whether ``pre_bind`` has work for the pod (upstream's ``PreBindPreFlight``, run before the
+        binding cycle's Permit wait with the NominatedNodeNameForExpectation gate): success (None) when
+        it has, Skip when it has none (then ``pre_bind`` is not called), or an error. Any other code is
+        refused. Cheap and without I/O. The default says it has work, as a plugin that cannot tell must."""
+        return None, None
 
 
 class BindPlugin(Plugin):

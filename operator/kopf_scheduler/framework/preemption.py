@@ -2,7 +2,7 @@
 nominate and the victims to evict. A preemption plugin supplies the policy (``PreemptionPolicy``): who may
 preempt, which pods on a node must go, how many candidate nodes to try and from where.
 
-Steps, as kube-scheduler v1.34 runs them:
+Steps, as kube-scheduler v1.37 runs them:
 
 1. The pod must be eligible (the plugin says why not: the reason becomes the post-filter message).
 2. Candidates: only nodes the filters rejected as ``Unschedulable`` (``UnschedulableAndUnresolvable``
@@ -15,10 +15,12 @@ Steps, as kube-scheduler v1.34 runs them:
    nomination is cleared.
 4. Extenders with a preempt verb may drop candidates or change their victims (``call_extenders``), each
    in turn over what the one before kept; an extender that fails ends preemption with its error unless it
-   is ignorable. Then the best candidate (``pick_one_node_for_preemption``) is nominated. Its victims are
-   evicted (pods waiting in permit are rejected instead) and lower-priority pods nominated to that node
-   lose their nomination: ``prepare_candidate``, which the scheduler awaits outside the scheduling cycle
-   while the preemptor stays in flight, so it is not retried before the API calls are done.
+   is ignorable. Then the best candidate (``pick_one_node_for_preemption``) is nominated, with the message
+   ``found a potential placement for pod on node <node>, preempting <n> victims``. Lower-priority pods
+   nominated to that node lose their nomination and its victims are preempted: deleted, or stopped in the
+   scheduler's memory when they wait at Permit or are in PreBind (v1.36 on): ``prepare_candidate``, which
+   the scheduler awaits outside the scheduling cycle while the preemptor stays in flight, so it is not
+   retried before the API calls are done.
 
 Dry runs go through the nodes one by one in a fixed order; kube-scheduler runs them in parallel, so which
 candidates it finds first may differ, never what a candidate is.
@@ -44,7 +46,7 @@ from kopf_scheduler.framework.status import Code, Status, error, unresolvable, u
 
 #: the status of every node the dry run did not try (upstream's absent-node status for preemption)
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
-#: the message a waiting (permit) victim is rejected with
+#: the message a victim waiting at Permit is stopped with
 PREEMPTED = "preempted"
 #: added to every priority when summing victims' priorities, so that negative priorities sum sensibly
 PRIORITY_OFFSET = 2**31
@@ -145,6 +147,11 @@ def pick_one_node_for_preemption(candidates: Sequence[Candidate], now: float) ->
     return remaining[0].name
 
 
+def placement_found(node_name: str, num_victims: int) -> str:
+    """The message of a preemption under way (v1.37), which ends the preemptor's FailedScheduling event."""
+    return f"found a potential placement for pod on node {node_name}, preempting {num_victims} victims"
+
+
 def lower_priority_nominated_pods(nominator: PodNominator, pod: PodInfo, node_name: str) -> list[PodInfo]:
     return [p for p in nominator.nominated_pods_for_node(node_name) if p.priority < pod.priority]
 
@@ -201,7 +208,7 @@ class Evaluator:
             PostFilterResult(
                 best.name, list(best.victims), prepare=lambda: self.prepare_candidate(best, pod)
             ),
-            Status(Code.SUCCESS),
+            Status(Code.SUCCESS, (placement_found(best.name, len(best.victims)),)),
         )
 
     def find_candidates(
@@ -296,28 +303,51 @@ class Evaluator:
         return next((c for c in candidates if c.name == name), candidates[0])
 
     async def prepare_candidate(self, candidate: Candidate, pod: PodInfo) -> Status | None:
-        """Evicts the victims (rejecting those waiting in permit), then takes the node's nomination from
-        lower-priority pods. The first failed eviction is returned as an error status."""
+        """Preempts the victims as upstream's asynchronous preemption does (``prepareCandidateAsync``):
+        victims already terminating are left alone, and with none left nothing else is done; else
+        lower-priority pods nominated to the node lose their nomination first, then every victim but the
+        last is preempted at once, and the last one after them unless one of them failed. The first
+        failure is returned as an error status. When the last victim was stopped in the scheduler's
+        memory, no deletion will wake the preemptor: it is activated."""
         handle = self.handle
-        evictions = []
-        for victim in candidate.victims:
-            if victim.deletion_timestamp:
-                continue  # its graceful deletion has begun: another call would change nothing
-            waiting = handle.waiting_pods.get(victim.uid)
-            if waiting is not None:
-                waiting.reject(self.plugin_name, PREEMPTED)
-                continue
-            evictions.append(handle.client.evict(victim, pod, candidate.name))
-        outcomes = await asyncio.gather(*evictions, return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                return error(str(outcome), plugin=self.plugin_name, cause=outcome)
+        victims = [v for v in candidate.victims if not v.deletion_timestamp]
+        if not victims:
+            return None  # their graceful deletion has begun: another call would change nothing
         nominator = handle.nominator
         for nominee in lower_priority_nominated_pods(nominator, pod, candidate.name):
             nominator.add_nominated_pod(nominee, "")
             if nominee.nominated_node_name:
                 handle.client.clear_nominated_node_name(nominee)
+        outcomes = await asyncio.gather(
+            *(self.preempt_pod(v, pod, candidate.name) for v in victims[:-1]), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                return error(str(outcome), plugin=self.plugin_name, cause=outcome)
+        try:
+            in_memory = await self.preempt_pod(victims[-1], pod, candidate.name)
+        except Exception as e:
+            return error(str(e), plugin=self.plugin_name, cause=e)
+        if in_memory:
+            handle.activate([pod])
         return None
+
+    async def preempt_pod(self, victim: PodInfo, pod: PodInfo, node_name: str) -> bool:
+        """Preempts one victim (upstream's ``PreemptPod``); True when that happened in the scheduler's
+        memory: a victim waiting at Permit fails its wait with an error, one in PreBind has its binding
+        cancelled. Any other victim, or one whose wait or pre-bind ended just now, is deleted."""
+        handle = self.handle
+        waiting = handle.waiting_pods.get(victim.uid)
+        if waiting is not None:
+            in_memory = waiting.preempt(self.plugin_name, PREEMPTED)
+        else:
+            binding = handle.pods_in_pre_bind.get(victim.uid)
+            in_memory = binding is not None and binding.cancel_pod(f"preempted by {self.plugin_name}")
+        if in_memory:
+            handle.client.record_preempted_in_memory(victim, pod, node_name)
+            return True
+        await handle.client.evict(victim, pod, node_name)
+        return False
 
 
 def _status_of(statuses: NodeStatusMap, name: str) -> Status | None:

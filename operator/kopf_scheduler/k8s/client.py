@@ -1,9 +1,10 @@
 """``KubeClient``: the scheduler's ``ClusterClient`` for a real API server, plus the few reads and
 status writes the operator needs at start-up.
 
-``bind`` and ``evict`` are awaited by the scheduler; ``record_scheduled``, ``record_failure`` and
-``clear_nominated_node_name`` only enqueue (the background workers of ``event_recorder`` and
-``pod_status`` send), so they never block a scheduling cycle. They may be called from another thread
+``bind``, ``evict`` and ``nominate`` are awaited by the scheduler; ``record_scheduled``,
+``record_failure``, ``record_preempted_in_memory`` and ``clear_nominated_node_name`` only enqueue (the
+background workers of ``event_recorder`` and ``pod_status`` send), so they never block a scheduling
+cycle. They may be called from another thread
 too: the work is then handed to the loop. Events name the pod's profile as their reporting controller
 when ``scheduler_name_for`` is set (upstream: one recorder per profile, named after its schedulerName).
 Everything starts lazily on first use inside the running loop; ``close`` flushes what is pending, with a
@@ -161,6 +162,22 @@ class KubeClient:
     ) -> None:
         self._in_loop(self._record_failure, pod, reason, message, nominated_node_name)
 
+    async def nominate(self, pod: PodInfo, node_name: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.pod_status.nominate(pod, node_name)
+
+    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        note = f"Preempted by pod {preemptor.uid} on node {node_name} (in kube-scheduler memory)."
+        self._in_loop(self._record_preempted, victim, preemptor, note)
+
+    def _record_preempted(self, victim: PodInfo, preemptor: PodInfo, note: str) -> None:
+        self.events.record(
+            Occurrence(
+                pod_ref(victim), NORMAL, REASON_PREEMPTED, ACTION_PREEMPTING, note,
+                related=pod_ref(preemptor), reporting_controller=self._controller_for(preemptor),
+            )
+        )  # fmt: skip
+
     async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
         """``DisruptionTarget`` condition, DELETE, then the ``Preempted`` event (see ``eviction``)."""
         self._loop = asyncio.get_running_loop()
@@ -168,13 +185,7 @@ class KubeClient:
             self.writes, victim, preemptor, self.clock, rfc3339(self.wall()), self.retry_delays
         ):
             return  # already gone
-        note = f"Preempted by pod {preemptor.uid} on node {node_name}"
-        self.events.record(
-            Occurrence(
-                pod_ref(victim), NORMAL, REASON_PREEMPTED, ACTION_PREEMPTING, note,
-                related=pod_ref(preemptor), reporting_controller=self._controller_for(preemptor),
-            )
-        )  # fmt: skip
+        self._record_preempted(victim, preemptor, f"Preempted by pod {preemptor.uid} on node {node_name}")
 
     def pod_deleted(self, uid: str) -> None:
         """The pod ``uid`` is gone: what is kept to aggregate its events and to patch its status goes."""

@@ -5,8 +5,9 @@ patched (the scheduler's copy of the pod lags behind our own patches until the w
 else the pod object the scheduler has. Nothing is sent when nothing changes, which is the common case
 of a pod that keeps failing for the same reason. Patches for one pod that wait to be sent are merged
 into one, so the queue holds at most one entry per pod and needs no bound; a pod that gets bound
-meanwhile has its waiting patch cancelled. Retries follow upstream's ``PatchPodStatus``: conflicts,
-server errors and no answer are retried a few times.
+meanwhile has its waiting patch cancelled. ``nominate`` (the binding cycle's announcement of its node)
+goes through the same queue, so it follows the pod's earlier patches, and waits for its answer. Retries
+follow upstream's ``PatchPodStatus``: conflicts, server errors and no answer are retried a few times.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class PodStatusWriter:
         self.known: OrderedDict[str, _Known] = OrderedDict()
         self.pending: dict[str, _Pending] = {}
         self.in_flight: set[str] = set()
+        #: per pod: who waits until its patches are sent (``nominate``)
+        self.waiters: dict[str, list[asyncio.Future[None]]] = {}
         self.queue: asyncio.Queue[object] = asyncio.Queue()
         self.pool = WorkerPool("pod-status", self.queue, self._handle, workers)
         self._closed = False
@@ -98,6 +101,16 @@ class PodStatusWriter:
         generation = (pod.raw.get("metadata") or {}).get("generation")
         condition = pod_scheduled_false(reason, message, generation if isinstance(generation, int) else None)
         self._update(pod, condition, nominated_node_name)
+
+    async def nominate(self, pod: PodInfo, node_name: str) -> None:
+        """Set ``status.nominatedNodeName`` and wait until the pod's patches (this one and any before it)
+        are answered; nothing is sent, and nothing awaited, when the pod holds that node already."""
+        self._update(pod, None, node_name)
+        if pod.uid not in self.pending and pod.uid not in self.in_flight:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault(pod.uid, []).append(done)
+        await done
 
     def clear_nominated_node_name(self, pod: PodInfo) -> None:
         """Remove ``status.nominatedNodeName`` (upstream ``ClearNominatedNodeName``); nothing is sent
@@ -129,6 +142,13 @@ class PodStatusWriter:
         """The pod is bound or gone: drop what we remember and any patch still waiting."""
         self.known.pop(uid, None)
         self.pending.pop(uid, None)
+        if uid not in self.in_flight:
+            self._wake(uid)
+
+    def _wake(self, uid: str) -> None:
+        for done in self.waiters.pop(uid, ()):
+            if not done.done():
+                done.set_result(None)
 
     def _remember(self, uid: str, status: Mapping[str, Any]) -> None:
         known = self.known.pop(uid, None) or _Known()
@@ -145,6 +165,7 @@ class PodStatusWriter:
         uid = str(item)
         pending = self.pending.pop(uid, None)
         if pending is None:
+            self._wake(uid)
             return  # cancelled (the pod was bound)
         path = resource_path("v1", "pods", pending.name, namespace=pending.namespace, subresource="status")
         self.in_flight.add(uid)
@@ -159,6 +180,8 @@ class PodStatusWriter:
             self.in_flight.discard(uid)
             if uid in self.pending:
                 self.queue.put_nowait(uid)
+            else:
+                self._wake(uid)
         stats = self.rest.stats
         if response.status == 200:
             stats.status_patches_sent += 1
@@ -176,4 +199,6 @@ class PodStatusWriter:
         self._closed = True
         done = await self.pool.drain(timeout)
         await self.pool.stop()
+        for uid in list(self.waiters):
+            self._wake(uid)
         return done

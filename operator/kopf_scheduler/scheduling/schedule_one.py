@@ -30,6 +30,7 @@ from kopf_scheduler.framework.extenders import scheduling as extending
 from kopf_scheduler.framework.interface import NodeSet, PostFilterResult, SnapshotLister
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.runtime.framework import Framework
+from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable
 from kopf_scheduler.scheduling.context import CycleContext, ScheduleResult
 
@@ -41,6 +42,10 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
+#: the nomination a failure leaves: none (upstream's ``clearNominatedNode``, every failure but a
+#: post-filter's since v1.35)
+CLEAR = ""
+NOMINATED_NODE_NAME_FOR_EXPECTATION = "NominatedNodeNameForExpectation"
 
 
 class SchedulingError(Exception):
@@ -229,8 +234,9 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
         result = await schedule_pod(ctx, fwk, state, pod)
     except FitError as fit_error:
         _rejectors(fit_error.diagnosis)
-        nominated: str | None = None
+        nominated: str | None = CLEAR  # without a post-filter, as after any failure but one
         if fwk.post_filter:
+            nominated = None  # the post-filter's result says (none: the nomination stays)
             post_started = now()
             post_result, post_status = await fwk.run_post_filter_async(
                 state,
@@ -242,9 +248,8 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
                 # As upstream: a post-filter error (preemption's dry run, an extender's preempt verb) is
                 # logged and its message ends the FitError's; the pod stays unschedulable.
                 log.warning("post-filter for %s: %s", pod.key, post_status.message())
-            fit_error.diagnosis.post_filter_message = (
-                post_status.message() if not post_status.is_success else ""
-            )
+            # upstream keeps the message of any outcome: a preemption under way says where (v1.37)
+            fit_error.diagnosis.post_filter_message = post_status.message()
             if post_result is not None:
                 nominated = post_result.nominated_node_name
                 if post_result.prepare is not None and post_status.is_success:
@@ -261,10 +266,10 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     except NoNodesAvailable:
         # As ``schedulingCycle`` upstream: UnschedulableAndUnresolvable with the bare error message, no
         # post-filter, no rejecting plugin (so the pod retries after backoff), nomination cleared.
-        handle_failure(ctx, fwk, qp, unresolvable(NO_NODES_AVAILABLE), "", started)
+        handle_failure(ctx, fwk, qp, unresolvable(NO_NODES_AVAILABLE), CLEAR, started)
         return None
     except SchedulingError as e:
-        handle_failure(ctx, fwk, qp, e.status, None, started)
+        handle_failure(ctx, fwk, qp, e.status, CLEAR, started)
         return None
     if ctx.explainer is not None:
         ctx.explainer.success(pod, result)
@@ -273,7 +278,7 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     try:
         ctx.cache.assume_pod(assumed)
     except Exception as e:  # a cache inconsistency: report, do not crash the loop
-        handle_failure(ctx, fwk, qp, error(f"assuming pod: {e}"), None, started)
+        handle_failure(ctx, fwk, qp, error(f"assuming pod: {e}"), CLEAR, started)
         return None
     ctx.queue.delete_nominated_pod_if_exists(pod)
 
@@ -283,7 +288,7 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     if status is not None:
         fwk.run_unreserve(state, assumed, result.host)
         ctx.cache.forget_pod(assumed)
-        handle_failure(ctx, fwk, qp, on_one_node(pod, status), None, started)
+        handle_failure(ctx, fwk, qp, on_one_node(pod, status), CLEAR, started)
         return None
     step = now()
     status = fwk.run_permit(state, assumed, result.host)
@@ -291,7 +296,7 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     if status is not None and status.code != Code.WAIT:
         fwk.run_unreserve(state, assumed, result.host)
         ctx.cache.forget_pod(assumed)
-        handle_failure(ctx, fwk, qp, on_one_node(pod, status), None, started)
+        handle_failure(ctx, fwk, qp, on_one_node(pod, status), CLEAR, started)
         return None
     return binding_cycle(ctx, fwk, state, qp, assumed, result.host, started)
 
@@ -305,15 +310,35 @@ async def binding_cycle(
     host: str,
     started: float,
 ) -> None:
+    """Permit wait -> pre-bind -> bind -> post-bind (upstream's ``bindingCycle``). With the
+    NominatedNodeNameForExpectation gate, pre-bind's pre-flights run first; when pre-bind has work or
+    the pod waits at Permit, ``status.nominatedNodeName`` is set to the node before either. From the end
+    of the Permit wait until the binding, preemption may cancel the pod (``pods_in_pre_bind``)."""
     bound = False
+    in_pre_bind: PodInPreBind | None = None
     try:
-        status = await fwk.wait_on_permit(assumed)
-        if status is not None:
-            status = on_one_node(assumed, status)
+        pre_flight: Status | None = None  # upstream's nil status when the gate is off: success
+        status: Status | None = None
+        if fwk.feature_gates.enabled(NOMINATED_NODE_NAME_FOR_EXPECTATION):
+            pre_flight = fwk.run_pre_bind_pre_flights(state, assumed, host)
+            if pre_flight is not None and pre_flight.code == Code.ERROR:
+                status = pre_flight
+            elif pre_flight is None or fwk.will_wait_on_permit(assumed):
+                # Tells other components (the cluster autoscaler) where the pod is about to go; a pod
+                # bound at once needs no announcement.
+                await ctx.client.nominate(assumed, host)
         if status is None:
+            status = await fwk.wait_on_permit(assumed)
+            if status is not None:
+                status = on_one_node(assumed, status)
+        if status is None:
+            if pre_flight is None:  # pre-bind has work (or the gate is off): preemption may cancel it
+                in_pre_bind = fwk.pods_in_pre_bind.add(assumed.uid)
             step = now()
-            status = await fwk.run_pre_bind(state, assumed, host)
+            status = await fwk.run_pre_bind(state, assumed, host, in_pre_bind)
             ctx.recorder.observe("PreBind", status, fwk.profile_name, step)
+            if status is None and in_pre_bind is not None and not in_pre_bind.mark_prebound():
+                status = error(in_pre_bind.message)  # preempted while its pre-bind ended
         if status is None:
             step = now()
             status = await fwk.run_bind(state, assumed, host)
@@ -332,7 +357,7 @@ async def binding_cycle(
             if getattr(cause, "is_gone_or_conflict", False):
                 ctx.binding_conflicts += 1  # deleted or bound elsewhere: nothing to retry
                 return
-            handle_failure(ctx, fwk, qp, status, None, started)
+            handle_failure(ctx, fwk, qp, status, CLEAR, started)
             return
         bound = True
         ctx.cache.finish_binding(assumed)
@@ -346,6 +371,8 @@ async def binding_cycle(
                 ctx.cache.forget_pod(assumed)
         raise
     finally:
+        if in_pre_bind is not None:
+            fwk.pods_in_pre_bind.remove(assumed.uid)
         ctx.queue.done(assumed.uid)
 
 
@@ -358,17 +385,21 @@ async def after_post_filter(
     started: float,
 ) -> None:
     """Awaits the post-filter's API work with the pod still in flight, then reports the failure with the
-    nomination and requeues the pod; events that arrived meanwhile (victims deleted) are checked then."""
+    nomination and requeues the pod; events that arrived meanwhile (victims deleted) are checked then.
+    Work that failed is logged and the pod retried at once, as after upstream's asynchronous preemption:
+    its report and nomination stand."""
     assert post_result.prepare is not None
     try:
         status = await post_result.prepare()
     except Exception as e:  # the work should report failures as statuses; do not lose the pod
         status = error(f"running PostFilter API calls: {e}", cause=e)
-    if status is not None and not status.is_success:
-        ctx.queue.add_nominated_pod(qp.pod, "")
-        handle_failure(ctx, fwk, qp, status, None, started)
-        return
+    failed = status is not None and not status.is_success
+    if failed:
+        assert status is not None
+        log.warning("post-filter API calls for %s: %s", qp.pod.key, status.message())
     handle_fit_error(ctx, fwk, qp, fit_error, post_result.nominated_node_name, started)
+    if failed:
+        fwk.activate([qp.pod])
 
 
 class _NoStatuses:

@@ -105,6 +105,12 @@ class SimulatedCluster:
             outcome.nominated_node = nominated_node_name or None
             self._set_nominated_node_name(pod.uid, nominated_node_name)
 
+    async def nominate(self, pod: PodInfo, node_name: str) -> None:
+        self._set_nominated_node_name(pod.uid, node_name)
+
+    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        self.outcomes.setdefault(preemptor.uid, PodOutcome()).victims.append(victim.key)
+
     async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
         obj = self.pods.pop(victim.uid, None)
         if obj is None:

@@ -288,7 +288,7 @@ def test_log_lines_say_which_version_and_what_is_not_followed() -> None:
         "feature gates of Kubernetes 1.35 in force (the API server is v1.35.4), with --feature-gates "
         "StorageCapacityScoring=false",
         "kopf-scheduler does not yet implement these gates of Kubernetes 1.35 and runs as if they were set "
-        "the other way: NominatedNodeNameForExpectation=true, OpportunisticBatching=true, "
+        "the other way: OpportunisticBatching=true, "
         "WatchListClient=true",
     ]
     assert describe(FeatureGates.resolve((1, 34)), "--emulated-version") == [

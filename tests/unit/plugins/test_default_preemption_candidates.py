@@ -243,7 +243,10 @@ def upstream_pdbs() -> list[Any]:
             pod("p", MID),
             statuses(node1=unschedulable(), node2=unschedulable()),
             PostFilterResult("node2"),
-            Status(Code.SUCCESS),
+            Status(
+                Code.SUCCESS,
+                ("preemption: found a potential placement for pod on node node2, preempting 1 victims",),
+            ),
             id="schedulable-on-one-node",
         ),
         pytest.param(
@@ -257,7 +260,10 @@ def upstream_pdbs() -> list[Any]:
             pod("p", 10 * HIGH),
             statuses(node1=unschedulable(), node2=unschedulable()),
             PostFilterResult("node2"),
-            Status(Code.SUCCESS),
+            Status(
+                Code.SUCCESS,
+                ("preemption: found a potential placement for pod on node node2, preempting 1 victims",),
+            ),
             id="min-highest-priority-node",
         ),
         pytest.param(
@@ -323,7 +329,7 @@ def test_post_filter(
     )
     assert got_result is not None
     assert got_result.nominated_node_name == result.nominated_node_name
-    assert got_status == (status if status.is_success else status.with_plugin("DefaultPreemption"))
+    assert got_status == status.with_plugin("DefaultPreemption")
     assert (got_result.prepare is not None) == bool(result.nominated_node_name)
 
 
@@ -354,7 +360,10 @@ def test_candidates_come_from_a_random_offset_of_the_seeded_rng(seed: int) -> No
     rng_copy.setstate(harness.sched.rng.getstate())
     offset = rng_copy.randrange(len(names))
     result, status = harness.post_filter(PodInfo(pod("p", HIGH)))
-    assert status == Status(Code.SUCCESS)
+    placement = (
+        f"preemption: found a potential placement for pod on node {names[offset]}, preempting 1 victims"
+    )
+    assert status == Status(Code.SUCCESS, (placement,), "DefaultPreemption")
     tried = [c.name for c in harness.plugin.evaluator.last_candidates]
     assert tried == [names[offset], names[(offset + 1) % len(names)]]
     assert result is not None and result.nominated_node_name == names[offset]

@@ -1,7 +1,7 @@
-"""Acting on a preemption (``prepareCandidate``) and the preemptor's way to its node: victims evicted
-(pods waiting in permit rejected instead, terminating ones left alone), lower-priority nominations taken
-away, the preemptor kept in flight until the evictions are sent, then nominated, requeued and bound there
-once its victims are gone."""
+"""Acting on a preemption (``prepareCandidateAsync``) and the preemptor's way to its node: victims
+evicted (pods waiting at Permit preempted there, terminating ones left alone), lower-priority
+nominations taken away, the preemptor kept in flight until the evictions are sent, then nominated,
+requeued and bound there once its victims are gone."""
 
 from __future__ import annotations
 
@@ -26,12 +26,31 @@ def pod(name: str, priority: int, node_name: str = "", cpu: str = "1", nominated
 
 
 class RecordingWaitingPod:
-    def __init__(self, pod: PodInfo) -> None:
+    def __init__(self, pod: PodInfo, waiting: bool = True) -> None:
         self.pod = pod
+        self.waiting = waiting
         self.rejected: list[tuple[str, str]] = []
+        self.preempted: list[tuple[str, str]] = []
 
-    def reject(self, plugin: str, message: str) -> None:
+    def reject(self, plugin: str, message: str) -> bool:
         self.rejected.append((plugin, message))
+        return self.waiting
+
+    def preempt(self, plugin: str, message: str) -> bool:
+        self.preempted.append((plugin, message))
+        return self.waiting
+
+    def allow(self, plugin: str) -> None:
+        return None
+
+    def pending_plugins(self) -> list[str]:
+        return []
+
+
+PLACEMENT_MESSAGE = (
+    "0/1 nodes are available: 1 Insufficient cpu. "
+    "preemption: found a potential placement for pod on node n1, preempting 1 victims"
+)
 
 
 async def test_prepare_candidate_evicts_rejects_and_clears_nominations() -> None:
@@ -48,11 +67,18 @@ async def test_prepare_candidate_evicts_rejects_and_clears_nominations() -> None
     victims = [harness.sched.cache.get_pod(uid) for uid in ("v1", "v2", "v4")]
     candidate = Candidate("n1", [v for v in victims if v is not None])
 
+    activated: list[str] = []
+    harness.framework.activate_pods = lambda pods: activated.extend(p.name for p in pods)
+
     status = await harness.plugin.evaluator.prepare_candidate(candidate, preemptor)
 
     assert status is None
     assert harness.cluster.evictions == [("default/v1", "default/p", "n1")]
-    assert waiting.rejected == [("DefaultPreemption", PREEMPTED)]
+    # v2, the last victim, waits at Permit: it is preempted there (kube-scheduler v1.36 on), with no
+    # deletion to wake the preemptor, which is activated instead
+    assert (waiting.rejected, waiting.preempted) == ([], [("DefaultPreemption", PREEMPTED)])
+    assert harness.cluster.outcomes["p"].victims == ["default/v1", "default/v2"]
+    assert activated == ["p"]
     assert harness.sched.cache.get_pod("v1") is None  # the watch told the scheduler
     nominated = [p.name for p in harness.sched.queue.nominated_pods_for_node("n1")]
     assert nominated == ["equal"]
@@ -66,7 +92,9 @@ class FailingCluster:
         raise APIError(500, "etcd is sulking")
 
 
-async def test_a_failed_eviction_is_an_error_and_the_nomination_is_dropped() -> None:
+async def test_a_failed_eviction_keeps_the_nomination_and_retries_the_preemptor_at_once() -> None:
+    # upstream's asynchronous preemption: the attempt already ended with the nomination; a failed API
+    # call is logged and the preemptor activated
     harness = Harness([node("n1", cpu="1")], [pod("low", 0, "n1")])
     harness.cluster.evict = FailingCluster().evict  # type: ignore[method-assign]
     harness.sched.add_pod(pod("p", 100))
@@ -76,12 +104,49 @@ async def test_a_failed_eviction_is_an_error_and_the_nomination_is_dropped() -> 
     await harness.sched.wait_for_bindings()
     outcome = harness.cluster.outcomes["p"]
     assert (outcome.reason, outcome.message, outcome.nominated_node) == (
-        "SchedulerError",
-        "500: etcd is sulking",
-        None,
+        "Unschedulable",
+        PLACEMENT_MESSAGE,
+        "n1",
     )
-    assert harness.sched.queue.nominated_pods_for_node("n1") == []
-    assert harness.sched.queue.location("p") == "backoff"
+    assert [p.name for p in harness.sched.queue.nominated_pods_for_node("n1")] == ["p"]
+    assert harness.sched.queue.location("p") == "active"
+
+
+async def test_a_victim_waiting_at_permit_is_preempted_in_memory_and_not_deleted() -> None:
+    harness = Harness([node("n1", cpu="4")], [pod("v1", 0, "n1")])
+    waiting = RecordingWaitingPod(PodInfo(pod("v1", 0, "n1")))
+    harness.framework.waiting_pods.get = lambda uid: waiting if uid == "v1" else None  # type: ignore[method-assign]
+    victim = harness.sched.cache.get_pod("v1")
+    assert victim is not None
+    in_memory = await harness.plugin.evaluator.preempt_pod(victim, PodInfo(pod("p", 100)), "n1")
+    assert in_memory and waiting.preempted == [("DefaultPreemption", "preempted")]
+    assert harness.cluster.evictions == []
+
+
+async def test_a_victim_whose_wait_just_ended_is_deleted() -> None:
+    harness = Harness([node("n1", cpu="4")], [pod("v1", 0, "n1")])
+    waiting = RecordingWaitingPod(PodInfo(pod("v1", 0, "n1")), waiting=False)
+    harness.framework.waiting_pods.get = lambda uid: waiting if uid == "v1" else None  # type: ignore[method-assign]
+    victim = harness.sched.cache.get_pod("v1")
+    assert victim is not None
+    in_memory = await harness.plugin.evaluator.preempt_pod(victim, PodInfo(pod("p", 100)), "n1")
+    assert not in_memory
+    assert harness.cluster.evictions == [("default/v1", "default/p", "n1")]
+
+
+async def test_a_victim_in_pre_bind_has_its_binding_cancelled_unless_pre_bind_is_over() -> None:
+    harness = Harness([node("n1", cpu="4")], [pod("v1", 0, "n1"), pod("v2", 0, "n1")])
+    cancelled = harness.framework.pods_in_pre_bind.add("v1")
+    prebound = harness.framework.pods_in_pre_bind.add("v2")
+    assert prebound.mark_prebound()
+    preemptor = PodInfo(pod("p", 100))
+    for uid in ("v1", "v2"):
+        victim = harness.sched.cache.get_pod(uid)
+        assert victim is not None
+        await harness.plugin.evaluator.preempt_pod(victim, preemptor, "n1")
+    assert cancelled.cancelled and cancelled.message == "preempted by DefaultPreemption"
+    assert not cancelled.mark_prebound()
+    assert harness.cluster.evictions == [("default/v2", "default/p", "n1")]
 
 
 class SlowCluster:
@@ -117,7 +182,10 @@ async def test_the_preemptor_waits_in_flight_then_lands_on_its_nominated_node() 
     outcome = harness.cluster.outcomes["p"]
     assert outcome.victims == ["default/b"]
     assert outcome.nominated_node == "n2"
-    assert outcome.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert outcome.message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: found a potential placement for pod on node n2, preempting 1 victims"
+    )
     assert harness.cluster.pods["p"]["status"]["nominatedNodeName"] == "n2"
     # The victim's deletion arrived while the pod was in flight: it is requeued, not left waiting.
     assert harness.sched.queue.location("p") in ("active", "backoff")
@@ -141,7 +209,7 @@ async def test_no_candidate_clears_a_stale_nomination() -> None:
     assert outcome.nominated_node is None
     assert outcome.message == (
         "0/1 nodes are available: 1 Insufficient cpu. "
-        "no new claims to deallocate, preemption: 0/1 nodes are available: "
+        "preemption: 0/1 nodes are available: "
         "1 No preemption victims found for incoming pod."
     )
     assert "nominatedNodeName" not in harness.cluster.pods["p"].get("status", {})

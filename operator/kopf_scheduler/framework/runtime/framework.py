@@ -59,8 +59,9 @@ from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import ClusterListers, NoObjects
 from kopf_scheduler.framework.objects.podgroups import GroupMembers, NoMembers
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind, PodsInPreBind
 from kopf_scheduler.framework.runtime.waiting_pods import MAX_PERMIT_TIMEOUT, WaitingPod, WaitingPods
-from kopf_scheduler.framework.status import Code, Status, error
+from kopf_scheduler.framework.status import SKIP, Code, Status, error
 
 P = TypeVar("P", bound=Plugin)
 
@@ -305,6 +306,42 @@ def profile_replaced_message(profile: str, generation: int | None) -> str:
     )
 
 
+@dataclass(slots=True)
+class _PreFlight:
+    """What the pre-flights of a binding cycle decided (upstream's skip and parallel pre-bind sets)."""
+
+    skip: set[str]
+    parallel: set[str]
+
+    def clone(self) -> _PreFlight:
+        return self
+
+
+_PRE_FLIGHT: StateKey[_PreFlight] = StateKey("PreBindPreFlight")
+
+
+def _pre_bind_groups(plugins: list[PreBindPlugin], flight: _PreFlight | None) -> list[list[PreBindPlugin]]:
+    """The pre-bind plugins to run, in order, consecutive ones allowed to run in parallel grouped
+    (upstream's ``getPreBindPluginGroups``)."""
+    if flight is None:
+        return [[p] for p in plugins]
+    groups: list[list[PreBindPlugin]] = []
+    group: list[PreBindPlugin] = []
+    for plugin in plugins:
+        if plugin.name in flight.parallel:
+            if plugin.name not in flight.skip:
+                group.append(plugin)
+            continue
+        if group:
+            groups.append(group)
+            group = []
+        if plugin.name not in flight.skip:
+            groups.append([plugin])
+    if group:
+        groups.append(group)
+    return groups
+
+
 @dataclass
 class Framework:
     profile_name: str
@@ -326,6 +363,8 @@ class Framework:
     client: ClusterClient
     clock: Clock = field(default_factory=RealClock)
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    #: pods between their Permit wait and their binding, which preemption cancels instead of deleting
+    pods_in_pre_bind: PodsInPreBind = field(default_factory=PodsInPreBind)
     nominator: PodNominator = field(default_factory=_NoNominator)
     #: the snapshot of the running cycle (set by the scheduler before each cycle)
     current_snapshot: SnapshotLister | None = None
@@ -703,8 +742,8 @@ class Framework:
                     result, status = plugin.post_filter(state, pod, node_statuses)
             except Exception as e:
                 return None, _call_error(plugin, "PostFilter", e)
-            if status is None or status.is_success:
-                return result, Status(Code.SUCCESS, (), plugin.name)
+            if status is None or status.is_success:  # its message, if any, ends the FitError's
+                return result, Status(Code.SUCCESS, status.reasons if status else (), plugin.name)
             if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:  # no later plugin can help either
                 return result, status.with_plugin(plugin.name)
             if status.code == Code.ERROR:
@@ -827,25 +866,141 @@ class Framework:
             pod.reject(pending[0] if pending else "", message)
         return len(waiting)
 
+    def will_wait_on_permit(self, pod: PodInfo) -> bool:
+        return self.waiting_pods.get(pod.uid) is not None
+
     async def wait_on_permit(self, pod: PodInfo) -> Status | None:
+        """The pod's Permit verdict: None (allowed), a rejection as the rejecting plugin gave it, or an
+        error (a preempted pod) worded as upstream's ``WaitOnPermit`` words it."""
         waiting = self.waiting_pods.get(pod.uid)
         if waiting is None:
             return None
         try:
-            return await waiting.wait()
+            status = await waiting.wait()
         finally:
             self.waiting_pods.remove(pod.uid)
+        if status is None or status.is_success or status.is_rejection:
+            return status
+        return error(f"waiting on permit for pod: {status.message()}", plugin=status.plugin)
 
     # -- binding cycle ---------------------------------------------------------------------------------
-    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+    def run_pre_bind_pre_flights(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """None when some pre-bind plugin has work for the pod, Skip when none has, or an error (upstream's
+        ``RunPreBindPreFlights``). Records which pre-binds to skip and which may run in parallel."""
+        result: Status | None = SKIP
+        skip: set[str] = set()
+        parallel: set[str] = set()
         for plugin in self.pre_bind:
             try:
-                status = await plugin.pre_bind(state, pod, node_name)
+                flight, status = plugin.pre_bind_pre_flight(state, pod, node_name)
             except Exception as e:
-                return _call_error(plugin, "PreBind", e)
-            if status is not None and not status.is_success and status.code != Code.SKIP:
-                return status.with_plugin(plugin.name)
+                return error(f'running PreBindPreFlight "{plugin.name}": {e}', cause=e)
+            if flight is not None and flight.allow_parallel:
+                parallel.add(plugin.name)
+            code = Code.SUCCESS if status is None else status.code
+            if code == Code.ERROR:
+                assert status is not None
+                return error(
+                    f'running PreBindPreFlight "{plugin.name}": {status.message()}', cause=status.cause
+                )
+            if code == Code.SUCCESS:
+                result = None
+            elif code == Code.SKIP:
+                skip.add(plugin.name)
+            else:
+                return error(
+                    f'PreBindPreFlight {plugin.name} returned "{code.label}", which is unsupported. It is '
+                    "supposed to return Success, Skip, or Error status"
+                )
+        state.write(_PRE_FLIGHT, _PreFlight(skip, parallel))
+        return result
+
+    async def run_pre_bind(
+        self, state: CycleState, pod: PodInfo, node_name: str, in_pre_bind: PodInPreBind | None = None
+    ) -> Status | None:
+        """Runs the pre-bind plugins the pre-flights did not skip, in order; consecutive plugins whose
+        pre-flight allowed it run together, and the first failure among them cancels the others. With
+        ``in_pre_bind``, cancelling it stops the plugin running then (upstream cancels its context)."""
+        flight = state.get(_PRE_FLIGHT)
+        for group in _pre_bind_groups(self.pre_bind, flight):
+            if len(group) == 1:
+                status = await self._pre_bind_cancellable(group[0], state, pod, node_name, in_pre_bind)
+            else:
+                status = await self._pre_bind_together(group, state, pod, node_name, in_pre_bind)
+            if status is not None:
+                return status
         return None
+
+    async def _pre_bind_together(
+        self,
+        group: list[PreBindPlugin],
+        state: CycleState,
+        pod: PodInfo,
+        node_name: str,
+        in_pre_bind: PodInPreBind | None,
+    ) -> Status | None:
+        tasks = [
+            asyncio.ensure_future(self._pre_bind_cancellable(p, state, pod, node_name, in_pre_bind))
+            for p in group
+        ]
+        try:
+            pending: set[asyncio.Future[Status | None]] = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in tasks:  # the first failure, in plugin order among those done together
+                    if task in done and task.result() is not None:
+                        return task.result()
+            return None
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _pre_bind_cancellable(
+        self,
+        plugin: PreBindPlugin,
+        state: CycleState,
+        pod: PodInfo,
+        node_name: str,
+        in_pre_bind: PodInPreBind | None,
+    ) -> Status | None:
+        if in_pre_bind is None:
+            return await self._pre_bind_one(plugin, state, pod, node_name)
+        task = asyncio.ensure_future(self._pre_bind_one(plugin, state, pod, node_name))
+        cancelled = asyncio.ensure_future(in_pre_bind.wait_cancelled())
+        try:
+            await asyncio.wait((task, cancelled), return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                # a plugin with nothing to wait for ends in its first step, as upstream's ends without
+                # looking at its cancelled context; one waiting for I/O is stopped
+                await asyncio.sleep(0)
+        finally:
+            cancelled.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():  # the plugin saw its context cancelled, and says so with the cause
+            return _call_error(plugin, "PreBind", Exception(in_pre_bind.message))
+        return task.result()
+
+    async def _pre_bind_one(
+        self, plugin: PreBindPlugin, state: CycleState, pod: PodInfo, node_name: str
+    ) -> Status | None:
+        try:
+            status = await plugin.pre_bind(state, pod, node_name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            return _call_error(plugin, "PreBind", e)
+        if status is None or status.is_success or status.code == Code.SKIP:
+            return None
+        if status.is_rejection:
+            return status.with_plugin(plugin.name)
+        return error(
+            f'running PreBind plugin "{plugin.name}": {status.message()}',
+            plugin=plugin.name,
+            cause=status.cause,
+        )
 
     async def run_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         """An interested bind extender binds the pod instead of the bind plugins (kube-scheduler's

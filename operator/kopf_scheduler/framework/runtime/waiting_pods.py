@@ -1,4 +1,6 @@
-"""Pods a permit plugin told to wait: allowed by every waiting plugin, rejected by one, or timed out."""
+"""Pods a permit plugin told to wait: allowed by every waiting plugin, rejected by one, timed out, or
+preempted (kube-scheduler v1.36 on: an error, so the pod is retried after backoff, not parked as
+unschedulable)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import asyncio
 from kopf_scheduler.framework.clock import Clock
 from kopf_scheduler.framework.go_duration import go_duration
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import Status, unschedulable
+from kopf_scheduler.framework.status import Status, error, unschedulable
 
 #: upstream caps a permit wait at 15 minutes.
 MAX_PERMIT_TIMEOUT = 15 * 60.0
@@ -37,14 +39,22 @@ class WaitingPod:
         if not self._pending:
             self._finish(None)
 
-    def reject(self, plugin: str, message: str) -> None:
-        self._finish(unschedulable(message, plugin=plugin))
+    def reject(self, plugin: str, message: str) -> bool:
+        """Declares the pod unschedulable; False when its wait was over already (allowed or stopped)."""
+        return self._finish(unschedulable(message, plugin=plugin))
 
-    def _finish(self, status: Status | None) -> None:
-        if not self._result.done():
-            self._result.set_result(status)
+    def preempt(self, plugin: str, message: str) -> bool:
+        """Stops the wait with an error (upstream's ``waitingPod.Preempt``); False when it was over
+        already."""
+        return self._finish(error(message, plugin=plugin))
+
+    def _finish(self, status: Status | None) -> bool:
         for timer in self._timers:
             timer.cancel()
+        if self._result.done():
+            return False
+        self._result.set_result(status)
+        return True
 
     async def wait(self) -> Status | None:
         return await self._result

@@ -35,6 +35,7 @@ from kopf_scheduler.framework.interface import (
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreBindPreFlightResult,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -96,6 +97,7 @@ class _State:
 _KEY: StateKey[_State] = StateKey(NAME)
 #: the state of every pod without claims (never changed: no later point writes to it)
 _NO_CLAIMS = _State()
+_PARALLEL = PreBindPreFlightResult(allow_parallel=True)
 
 
 class DynamicResources(
@@ -259,6 +261,13 @@ class DynamicResources(
                 binding.spawn(binding.unreserve_claim(self.handle.client, claim, pod))
 
     # -- pre-bind ----------------------------------------------------------------------------------------
+    def pre_bind_pre_flight(
+        self, state: CycleState, pod: PodInfo, node_name: str
+    ) -> tuple[PreBindPreFlightResult | None, Status | None]:
+        """Pre-bind has work for every pod with claims (even all reserved already); it may run together
+        with the other pre-binds that allow it (upstream: ``AllowParallel``)."""
+        return _PARALLEL, (SKIP if not state.read(_KEY).claims else None)
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.read(_KEY)
         for index, claim in enumerate(data.claims):

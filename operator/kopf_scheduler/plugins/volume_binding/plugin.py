@@ -31,6 +31,7 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     NodeSet,
     PreBindPlugin,
+    PreBindPreFlightResult,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -79,6 +80,7 @@ class _State:
 
 
 _KEY: StateKey[_State] = StateKey(NAME)
+_PARALLEL = PreBindPreFlightResult(allow_parallel=True)
 
 
 class VolumeBinding(
@@ -193,6 +195,18 @@ class VolumeBinding(
             self.binder.revert(pod_volumes)
 
     # -- pre-bind --------------------------------------------------------------------------------------
+    def pre_bind_pre_flight(
+        self, state: CycleState, pod: PodInfo, node_name: str
+    ) -> tuple[PreBindPreFlightResult | None, Status | None]:
+        """Pre-bind has work unless Reserve found every claim bound; it may run together with the other
+        pre-binds that allow it (upstream: ``AllowParallel``)."""
+        data = state.read(_KEY)
+        if data.all_bound:
+            return _PARALLEL, SKIP
+        if data.decision(node_name) is None:
+            raise VolumeBindingError(f'no pod volume found for node "{node_name}"')
+        return _PARALLEL, None
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         data = state.read(_KEY)
         if data.all_bound:
