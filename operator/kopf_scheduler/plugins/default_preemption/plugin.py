@@ -3,9 +3,11 @@
 
 The preemptor is nominated to the chosen node and requeued; the evictions run before its attempt ends
 (the scheduler awaits them outside the scheduling cycle), so it is retried only after they were sent and
-lands on its nominated node once the victims are gone. kube-scheduler v1.34 sends them from a goroutine
-and holds the pod back with a PreEnqueue check until they are done (``SchedulerAsyncPreemption``); the
-pod sees the same thing, so this plugin needs no PreEnqueue and no queueing hints.
+lands on its nominated node once the victims are gone. kube-scheduler v1.37 sends them from a goroutine
+and holds the pod back with a PreEnqueue check until the last victim's deletion has begun
+(``SchedulerAsyncPreemption``); the pod sees the same thing, so this plugin needs no PreEnqueue and no
+queueing hints. Victims waiting at Permit or in PreBind are stopped in the scheduler's memory instead
+(``framework.preemption.Evaluator.preempt_pod``).
 """
 
 from __future__ import annotations
