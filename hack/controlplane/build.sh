@@ -11,8 +11,9 @@
 # which the Python side (kopf_scheduler.devcluster) reads.
 #
 # Then it runs build-scheduler-plugins.sh (its own cache directory and key): scheduler-plugins'
-# kube-scheduler with Coscheduling, which the gang e2e tests run beside kopf-scheduler; and build-helm.sh:
-# helm, for the chart checks.
+# kube-scheduler with Coscheduling, which the gang e2e tests run beside kopf-scheduler; build-helm.sh:
+# helm, for the chart checks; and build-previous.sh: kube-apiserver and kube-scheduler of the previous
+# minor, for the e2e test of gates taken from the API server's version.
 #
 # Usage: build.sh [--regen] [--force]
 #   --regen  rewrite kube/ and etcd/ go.mod + go.sum from versions.env first (see regen.sh)
@@ -49,6 +50,7 @@ build_scheduler_plugins() {  # and helm; their stdout (their bin paths) would mi
   [[ $force -eq 0 ]] || args+=(--force)
   "$CONTROLPLANE_DIR/build-scheduler-plugins.sh" "${args[@]}" >/dev/null
   "$CONTROLPLANE_DIR/build-helm.sh" "${args[@]}" >/dev/null
+  "$CONTROLPLANE_DIR/build-previous.sh" "${args[@]}" >/dev/null
 }
 
 mkdir -p "$cache_root"

@@ -16,7 +16,7 @@ _goproxy="$(tr ',|' '\n\n' <<<"$_goproxy" | grep -vx -e direct -e '' | paste -sd
 export GOPROXY="${_goproxy:-https://proxy.golang.org}"
 unset _goproxy
 
-# k8s.io/kubernetes v1.34.10 -> "34.10" (the staging modules are tagged v0.34.10).
+# k8s.io/kubernetes v1.37.2 -> "37.2" (the staging modules are tagged v0.37.2).
 KUBERNETES_MINOR_PATCH="${KUBERNETES_VERSION#v1.}"
 KUBERNETES_MINOR="${KUBERNETES_MINOR_PATCH%%.*}"
 
