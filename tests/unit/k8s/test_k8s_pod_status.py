@@ -175,3 +175,26 @@ async def test_nothing_is_accepted_after_close(rest: FakeAPI, writer: PodStatusW
     assert await writer.close(1.0)
     writer.record_failure(pod(), "Unschedulable", MSG, None)
     assert writer.pending == {} and rest.requests == []
+
+
+async def test_nominate_waits_for_the_patch_and_the_ones_before_it(rest: FakeAPI) -> None:
+    # the binding cycle's announcement of its node (NominatedNodeNameForExpectation): sent after the pod's
+    # earlier patch, and answered before the cycle goes on
+    gate = rest.hold()
+    writer = PodStatusWriter(rest, VirtualClock(), workers=4)  # type: ignore[arg-type]
+    p = pod()
+    writer.record_failure(p, "Unschedulable", "first", None)
+    nominating = asyncio.ensure_future(writer.nominate(p, "n1"))
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert not nominating.done() and len(rest.requests) == 1
+    gate.set()
+    async with asyncio.timeout(5):
+        await nominating
+    assert [c.body["status"] for c in rest.requests][1] == {"nominatedNodeName": "n1"}
+    assert writer.view(p)["nominatedNodeName"] == "n1"
+    await writer.nominate(p, "n1")  # holds it already: nothing sent, nothing awaited
+    assert len(rest.requests) == 2
+    writer.record_failure(p, "SchedulerError", "bind failed", "")  # a failure clears it again
+    assert await writer.close(1.0)
+    assert rest.requests[2].body["status"]["nominatedNodeName"] is None

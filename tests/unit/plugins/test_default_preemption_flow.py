@@ -235,3 +235,45 @@ async def test_a_preemptor_deleted_during_its_evictions_leaves_no_nomination() -
     assert harness.sched.queue.location("p") is None
     # its FailedScheduling event is still written (as upstream), but it nominates nothing
     assert harness.cluster.outcomes["p"].nominated_node is None
+
+
+async def test_with_every_victim_terminating_nothing_is_done() -> None:
+    # upstream's prepareCandidateAsync returns before clearing lower-priority nominations
+    harness = Harness([node("n1", cpu="4")])
+    deleting = make_pod().name("v1").uid("v1").priority(0).node("n1").set("metadata.deletionTimestamp", "x")
+    harness.sched.add_pod(deleting.obj())
+    lower = pod("lower", 10, nominated="n1")
+    harness.cluster.pods["lower"] = lower
+    harness.sched.add_pod(lower)
+    victim = harness.sched.cache.get_pod("v1")
+    assert victim is not None
+    status = await harness.plugin.evaluator.prepare_candidate(
+        Candidate("n1", [victim]), PodInfo(pod("p", 100))
+    )
+    assert status is None
+    assert harness.cluster.evictions == []
+    assert [p.name for p in harness.sched.queue.nominated_pods_for_node("n1")] == ["lower"]
+
+
+async def test_nominations_are_cleared_before_the_victims_are_preempted() -> None:
+    harness = Harness([node("n1", cpu="4")], [pod("v1", 0, "n1")])
+    lower = pod("lower", 10, nominated="n1")
+    harness.cluster.pods["lower"] = lower
+    harness.sched.add_pod(lower)
+    order: list[str] = []
+    clear, evict = harness.cluster.clear_nominated_node_name, harness.cluster.evict
+
+    def clearing(p: PodInfo) -> None:
+        order.append(f"clear {p.name}")
+        clear(p)
+
+    async def evicting(victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+        order.append(f"evict {victim.name}")
+        await evict(victim, preemptor, node_name)
+
+    harness.cluster.clear_nominated_node_name = clearing  # type: ignore[method-assign]
+    harness.cluster.evict = evicting  # type: ignore[method-assign]
+    victim = harness.sched.cache.get_pod("v1")
+    assert victim is not None
+    await harness.plugin.evaluator.prepare_candidate(Candidate("n1", [victim]), PodInfo(pod("p", 100)))
+    assert order == ["clear lower", "evict v1"]
