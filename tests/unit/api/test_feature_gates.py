@@ -163,11 +163,6 @@ def test_every_gate_has_what_kopf_scheduler_implements() -> None:
             "always runs with SchedulerAsyncPreemption=true",
         ),
         (
-            "StorageCapacityScoring=true",
-            "--feature-gates: StorageCapacityScoring=true is not implemented by kopf-scheduler, which "
-            "always runs with StorageCapacityScoring=false",
-        ),
-        (
             "InPlacePodVerticalScaling=false",
             "--feature-gates: cannot set feature gate InPlacePodVerticalScaling to false, feature is locked "
             "to true",

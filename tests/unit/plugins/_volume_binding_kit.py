@@ -8,6 +8,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
 from kopf_scheduler.backend.cache import Snapshot
 from kopf_scheduler.backend.objects import ClusterObjects
 from kopf_scheduler.framework.client import APIError
@@ -225,10 +226,13 @@ class FakeClient:
 
 
 class FakeHandle:
-    """The framework handle as VolumeBinding uses it."""
+    """The framework handle as VolumeBinding uses it (``gates``: v1.37's defaults unless given)."""
 
-    def __init__(self, stores: ClusterObjects, nodes: Iterable[NodeInfo] = ()) -> None:
+    def __init__(
+        self, stores: ClusterObjects, nodes: Iterable[NodeInfo] = (), gates: FeatureGates = DEFAULT_GATES
+    ) -> None:
         self.objects = stores
+        self.feature_gates = gates
         self.client = FakeClient(stores)
         self.clock = VirtualClock()
         self.deleted: set[str] = set()

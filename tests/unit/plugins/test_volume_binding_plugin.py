@@ -21,7 +21,10 @@ from _volume_binding_kit import (
     volume,
 )
 
-from kopf_scheduler.framework.args import ArgsError, decode_args
+from kopf_scheduler.api.errors import ProfileError
+from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
+from kopf_scheduler.api.profile import parse_profile
+from kopf_scheduler.framework.args import ArgsError, ShapePoint, decode_args
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, QueueingHint, Resource
 from kopf_scheduler.framework.interface import NodeSet
@@ -33,7 +36,11 @@ from kopf_scheduler.framework.objects.storage import (
     parse_storage_class,
 )
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.runtime.build import build_framework
+from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.status import SKIP, Status, unresolvable
+from kopf_scheduler.plugins.defaults import default_plugins
+from kopf_scheduler.plugins.registry import new_registry
 from kopf_scheduler.plugins.volume_binding import (
     ERR_REASON_BIND_CONFLICT,
     ERR_REASON_NODE_CONFLICT,
@@ -45,10 +52,13 @@ from kopf_scheduler.plugins.volume_binding import (
 from kopf_scheduler.testing import make_pod
 
 QUEUE, QUEUE_SKIP = QueueingHint.QUEUE, QueueingHint.SKIP
+SCORING_OFF = FeatureGates((1, 37), {"StorageCapacityScoring": False})
 
 
-def _plugin(*items: dict[str, Any], **args: Any) -> tuple[VolumeBinding, FakeHandle]:
-    handle = FakeHandle(objects(*items), [node("node-a")])
+def _plugin(
+    *items: dict[str, Any], gates: FeatureGates = DEFAULT_GATES, **args: Any
+) -> tuple[VolumeBinding, FakeHandle]:
+    handle = FakeHandle(objects(*items), [node("node-a")], gates)
     return new(Args(**args), handle), handle
 
 
@@ -109,7 +119,7 @@ CASES: dict[str, tuple[Any, ...]] = {
 
 @pytest.mark.parametrize(("claims", "items", "pre_filter", "filtered"), CASES.values(), ids=CASES.keys())
 def test_pre_filter_and_filter(claims: list[str], items: list[Any], pre_filter: Any, filtered: Any) -> None:
-    plugin, _ = _plugin(*items)
+    plugin, _ = _plugin(*items, gates=SCORING_OFF)  # upstream's cases run with the gate off
     state, pod = CycleState(), pod_with_claims(*claims, name="pod-a")
     result, status = plugin.pre_filter(state, pod, [])
     assert (result, status) == (None, pre_filter)
@@ -331,33 +341,127 @@ def test_events_to_register_are_upstreams() -> None:
 
 
 # -- arguments -----------------------------------------------------------------------------------------
-def test_default_args() -> None:
-    args = decode_args(Args, {})
+@pytest.mark.parametrize(
+    ("version", "shape"),
+    [((1, 35), None), ((1, 36), None), ((1, 37), (ShapePoint(0, 10), ShapePoint(100, 0)))],
+)
+def test_default_args(version: tuple[int, int], shape: Any) -> None:
+    """``SetDefaults_VolumeBindingArgs`` (upstream's ``TestPluginArgsDefaults``): 600 s, and with
+    StorageCapacityScoring on (1.37) the shape ``[{utilization: 0, score: 10}, {utilization: 100,
+    score: 0}]``, also in place of an empty one."""
+    args = decode_args(Args, {}, FeatureGates(version))
     args.validate()
-    assert (args.bind_timeout_seconds, args.shape) == (600, None)
+    assert (args.bind_timeout_seconds, args.shape) == (600, shape)
+    if shape is not None:
+        assert decode_args(Args, {"shape": []}, FeatureGates(version)).shape == shape
     assert decode_args(Args, {"bindTimeoutSeconds": 0}).bind_timeout_seconds == 0
 
 
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (
-            {"bindTimeoutSeconds": -10},
-            "bindTimeoutSeconds: -10: invalid BindTimeoutSeconds, should not be a negative value",
-        ),
         ({"bindTimeoutSeconds": "10"}, "bindTimeoutSeconds: must be an integer, not '10'"),
-        (
-            {"shape": [{"utilization": 0, "score": 10}]},
-            "shape: unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring",
-        ),
         ({"bindTimeout": 10}, "bindTimeout: unknown field; known: bindTimeoutSeconds, shape"),
+        ({"shape": {"utilization": 0}}, "shape: must be a list"),
+        ({"shape": [{"utilization": 0, "score": "10"}]}, "shape[0].score: must be an integer, not '10'"),
     ],
-    ids=["negative timeout", "not an integer", "shape without the gate", "unknown field"],
+    ids=["not an integer", "unknown field", "shape not a list", "score not an integer"],
 )
-def test_invalid_args_name_the_field(raw: dict[str, Any], message: str) -> None:
+def test_undecodable_args_name_the_field(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ArgsError) as caught:
-        decode_args(Args, raw).validate()
+        decode_args(Args, raw)
     assert str(caught.value) == message
+
+
+# ``TestValidateVolumeBindingArgs`` (v1.37.2): (gate, bindTimeoutSeconds, shape, the first error)
+SHAPE = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+NEGATIVE = (
+    "bindTimeoutSeconds: Invalid value: -10: invalid BindTimeoutSeconds, should not be a negative value"
+)
+VALIDATION: dict[str, tuple[Any, ...]] = {
+    "[StorageCapacityScoring=off] zero is a valid config": (False, 0, None, None),
+    "[StorageCapacityScoring=on] zero is a valid config": (True, 0, SHAPE, None),
+    "[StorageCapacityScoring=off] positive value is valid config": (False, 10, None, None),
+    "[StorageCapacityScoring=on] positive value is valid config": (True, 10, SHAPE, None),
+    "[StorageCapacityScoring=off] negative value is invalid config": (False, -10, None, NEGATIVE),
+    "[StorageCapacityScoring=on] negative value is invalid config": (True, -10, SHAPE, NEGATIVE),
+    "[StorageCapacityScoring=off] shape should be nil when the feature is off": (False, 10, None, None),
+    "[StorageCapacityScoring=off] error if the shape is not nil when the feature is off": (
+        False, 10, [{"utilization": 1, "score": 1}, {"utilization": 3, "score": 3}],
+        'shape: Invalid value: [{"Utilization":1,"Score":1},{"Utilization":3,"Score":3}]: unexpected field '
+        "`shape`, remove it or turn on the feature gate StorageCapacityScoring",
+    ),
+    "[StorageCapacityScoring=off] an empty shape is not nil": (
+        False, 10, [],
+        "shape: Invalid value: []: unexpected field `shape`, remove it or turn on the feature gate "
+        "StorageCapacityScoring",
+    ),
+    # upstream's "shape should not be empty" (Required) is for the internal type: a configuration's empty
+    # shape is defaulted first (SetDefaults_VolumeBindingArgs), as here
+    "[StorageCapacityScoring=on] an empty shape is the default": (True, 10, [], None),
+    "[StorageCapacityScoring=on] shape points must be sorted in increasing order": (
+        True, 10, [{"utilization": 3, "score": 3}, {"utilization": 1, "score": 1}],
+        "shape[1].utilization: Invalid value: 1: values must be sorted in increasing order",
+    ),
+    "[StorageCapacityScoring=on] shape point: invalid utilization and score": (
+        True, 10,
+        [
+            {"utilization": -1, "score": 1},
+            {"utilization": 10, "score": -1},
+            {"utilization": 20, "score": 11},
+            {"utilization": 101, "score": 1},
+        ],
+        "shape[0].utilization: Invalid value: -1: not in valid range [0, 100]",
+    ),
+    "[StorageCapacityScoring=on] shape point: invalid score": (
+        True, 10, [{"utilization": 10, "score": -1}, {"utilization": 20, "score": 11}],
+        "shape[0].score: Invalid value: -1: not in valid range [0, 10]",
+    ),
+    "[StorageCapacityScoring=on] shape point: score above 10": (
+        True, 10, [{"utilization": 20, "score": 11}],
+        "shape[0].score: Invalid value: 11: not in valid range [0, 10]",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("gate", "timeout", "shape", "error"), VALIDATION.values(), ids=VALIDATION.keys())
+def test_validate_volume_binding_args(gate: bool, timeout: int, shape: Any, error: str | None) -> None:
+    raw: dict[str, Any] = {"bindTimeoutSeconds": timeout}
+    if shape is not None:
+        raw["shape"] = shape
+    gates = FeatureGates((1, 37), {"StorageCapacityScoring": gate})
+    args = decode_args(Args, raw, gates)
+    if error is None:
+        args.validate()
+        new(args, FakeHandle(objects(), [], gates))
+        return
+    with pytest.raises(ArgsError) as caught:
+        args.validate()
+    assert str(caught.value) == error
+    with pytest.raises(ArgsError):  # upstream's New validates too
+        new(args, FakeHandle(objects(), [], gates))
+
+
+def test_a_shape_the_gate_refuses_fails_the_profile() -> None:
+    profile = parse_profile(
+        {"schedulerName": "s", "pluginConfig": [{"name": "VolumeBinding", "args": {"shape": SHAPE}}]}
+    )
+
+    def build(version: tuple[int, int]) -> Framework:
+        gates = FeatureGates(version)
+        return build_framework(
+            profile, new_registry(autoload=False), default_plugins(), None, feature_gates=gates
+        )  # type: ignore[arg-type]
+
+    with pytest.raises(ProfileError) as caught:
+        build((1, 36))
+    assert str(caught.value) == (
+        'spec.pluginConfig[0].args.shape: Invalid value: [{"Utilization":0,"Score":0},{"Utilization":100,'
+        '"Score":10}]: unexpected field `shape`, remove it or turn on the feature gate StorageCapacityScoring'
+    )
+    plugin = build((1, 37)).plugins["VolumeBinding"]
+    assert isinstance(plugin, VolumeBinding) and plugin.scorer is not None
+    assert plugin.scorer.shape == [(0, 0), (100, 100)]
 
 
 def test_the_class_of_a_claim_may_come_from_the_beta_annotation() -> None:

@@ -8,8 +8,10 @@
   available volumes or provisionable); the decision is kept per node in the cycle state. For a pod whose
   claims are all bound, the vectorised filter checks their volumes on every node at once (``bound.py``),
   and every node that passes needs nothing bound; other pods are filtered node by node.
-- PreScore/Score: volume-capacity scoring is behind the ``StorageCapacityScoring`` gate, off by default
-  in v1.34, so pre-score always skips (the plugin stays in the score list with weight 1, as upstream).
+- PreScore/Score: volume-capacity scoring (``scorer.py``) with the ``StorageCapacityScoring`` gate on
+  (from 1.37), over the decision the filter kept for each node: a node without one (no claims, or every
+  claim bound) scores 0. With the gate off, pre-score skips (the plugin stays in the score list with
+  weight 1, as upstream).
 - Reserve assumes the chosen node's decision in the binder's assume cache; Unreserve reverts it.
 - PreBind writes it and waits for the claims to be bound (``binding.py``), up to ``bindTimeoutSeconds``.
 
@@ -38,6 +40,7 @@ from kopf_scheduler.framework.interface import (
     ReservePlugin,
     ScorePlugin,
     VectorFilter,
+    VectorScore,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
@@ -51,6 +54,7 @@ from kopf_scheduler.plugins.volume_binding.binder import PodVolumes, VolumeBinde
 from kopf_scheduler.plugins.volume_binding.binding import PodVolumesBinding
 from kopf_scheduler.plugins.volume_binding.bound import BoundVolume, affinity_mask, check_rows, migrated_mask
 from kopf_scheduler.plugins.volume_binding.claims import PodVolumeClaims, VolumeBindingError, check_pod_claims
+from kopf_scheduler.plugins.volume_binding.scorer import VolumeCapacityScorer, class_resources
 
 NAME = names.VOLUME_BINDING
 UNBOUND_IMMEDIATE_CLAIMS = "pod has unbound immediate PersistentVolumeClaims"
@@ -89,6 +93,7 @@ class VolumeBinding(
     VectorFilter,
     PreScorePlugin,
     ScorePlugin,
+    VectorScore,
     ReservePlugin,
     PreBindPlugin,
     EnqueueExtensions,
@@ -99,6 +104,12 @@ class VolumeBinding(
         self.handle = handle
         self.binder = VolumeBinder(handle.objects)
         self.args = args
+        # upstream's New defaults and validates the arguments with the gates it is given (a profile's
+        # arguments already are; these calls matter for arguments made in code)
+        args.set_defaults(handle.feature_gates)
+        args.validate()
+        shape = args.shape if args.storage_capacity_scoring else None
+        self.scorer = None if shape is None else VolumeCapacityScorer(shape)
 
     # -- pre-filter and filter -------------------------------------------------------------------------
     def pre_filter(
@@ -169,12 +180,27 @@ class VolumeBinding(
             lambda plugin: migrated_mask(table, infos, csi_nodes, plugin),
         )
 
-    # -- scoring: off without the StorageCapacityScoring gate ------------------------------------------
+    # -- scoring: only with the StorageCapacityScoring gate ---------------------------------------------
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeSet) -> Status | None:
-        return SKIP
+        if self.scorer is None:
+            return SKIP
+        state.read(_KEY)  # upstream reads its state first: an error when pre-filter did not run
+        return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        return 0
+        if self.scorer is None:
+            return 0
+        pod_volumes = state.read(_KEY).by_node.get(node.name)
+        return 0 if pod_volumes is None else self.scorer(class_resources(pod_volumes))
+
+    def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        by_node = state.read(_KEY).by_node if self.scorer is not None else {}
+        out = np.zeros(len(rows), dtype=np.int64)
+        if by_node:  # only pods with claims to bind have decisions
+            infos = self.handle.snapshot().node_infos
+            for i, row in enumerate(rows.tolist()):
+                out[i] = self.score(state, pod, infos[row])
+        return out
 
     # -- reserve ---------------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
