@@ -2,7 +2,9 @@
 
 An assigned pod goes to the cache (confirming an assumed one); an unassigned pod whose ``schedulerName``
 a profile serves goes to the queue, one nobody serves waits aside until a profile claims its name;
-deletes remove a pod from wherever it is. A pod that cannot be read gets a ``FailedScheduling`` report
+deletes remove a pod from wherever it is. An assumed pod whose deletion starts (or that is deleted) is
+rejected if it waits at Permit, else taken off its node at once, and the room it held is announced
+(upstream v1.37's ``handleAssumedPodDeletion``). A pod that cannot be read gets a ``FailedScheduling`` report
 saying why, and nothing else stops. Nodes, PodDisruptionBudgets and the other watched kinds go to their
 stores, and each change moves the pods it may help (the queue's hints decide which).
 
@@ -44,6 +46,10 @@ def _is_assigned(raw: Mapping[str, Any]) -> bool:
 
 def _is_terminal(raw: Mapping[str, Any]) -> bool:
     return (raw.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _is_deleting(raw: Mapping[str, Any] | None) -> bool:
+    return raw is not None and bool((raw.get("metadata") or {}).get("deletionTimestamp"))
 
 
 class EventHandlers:
@@ -158,6 +164,10 @@ class EventHandlers:
                 self.cache.update_pod(known, pod)
                 self.queue.assigned_pod_updated(known, pod)
             return
+        if self.cache.is_assumed(pod.uid):
+            if pod.deletion_timestamp and not _is_deleting(old_raw):
+                self._assumed_pod_deleted(pod.uid)
+            return  # being bound by us; the assigned version will arrive
         if not self.responsible_for(pod) or pod.deletion_timestamp:
             self.queue.delete(pod)
             if pod.deletion_timestamp:
@@ -165,8 +175,6 @@ class EventHandlers:
             else:
                 self._unserved[pod.uid] = pod
             return
-        if self.cache.is_assumed(pod.uid):
-            return  # being bound by us; the assigned version will arrive
         old = self._parse(old_raw) if old_raw is not None else None
         self.queue.update(old, pod)
 
@@ -199,14 +207,32 @@ class EventHandlers:
         pod = PodInfo.reference(raw)
         self._unserved.pop(pod.uid, None)
         self.group_members.remove(pod.uid)
+        if not _is_assigned(raw) and self.cache.is_assumed(pod.uid):
+            # Its nomination needs no event of its own: the room it held on its node is announced.
+            self.queue.delete(pod, bound=True)
+            self._assumed_pod_deleted(pod.uid)
+            return
         removed = self.cache.remove_pod(pod)
         if removed is not None:
             self.queue.assigned_pod_deleted(removed)
         self.queue.delete(pod)
+
+    def _assumed_pod_deleted(self, uid: str) -> None:
+        """An assumed pod is being deleted (``handleAssumedPodDeletion``): rejected if it waits at
+        Permit (its binding cycle then forgets it), else removed from the cache now so that its room is
+        not held until its binding fails; either way pending pods are told of its room."""
+        assumed = self.cache.get_pod(uid)
+        if assumed is None:
+            return
+        rejected = False
         for framework in self.profiles.values():
-            waiting = framework.waiting_pods.get(pod.uid)
+            waiting = framework.waiting_pods.get(uid)
             if waiting is not None:
                 waiting.reject("", "removed")  # RejectWaitingPod's words
+                rejected = True
+        if not rejected:
+            self.cache.remove_pod(assumed)
+        self.queue.assigned_pod_deleted(assumed)
 
     # -- PodDisruptionBudgets (policy/v1) --------------------------------------------------------------------
     def add_pdb(self, obj: Mapping[str, Any]) -> None:

@@ -141,7 +141,6 @@ def test_events_to_register() -> None:
     events = [item.event for item in plugin(Handle()).events_to_register()]
     assert events == [
         ClusterEvent(Resource.POD, Action.ADD),
-        ClusterEvent(Resource.ASSIGNED_POD, Action.ADD),
         ClusterEvent(Resource.POD_GROUP, Action.ADD | Action.UPDATE),
     ]
 
@@ -160,7 +159,6 @@ def test_pod_add_hint(new: tuple[str, str | None, str], want: QueueingHint) -> N
     waiting, added = handle.pods(member("p", "pg").obj(), member(new[0], new[1], new[2]).obj())
     hints = plugin(handle).events_to_register()
     assert hints[0].hint is not None and hints[0].hint(waiting, None, added) is want
-    assert hints[1].hint is not None and hints[1].hint(waiting, None, added) is want
 
 
 @pytest.mark.parametrize(
@@ -174,7 +172,7 @@ def test_pod_add_hint(new: tuple[str, str | None, str], want: QueueingHint) -> N
 def test_pod_group_hint(group: dict[str, object], want: QueueingHint) -> None:
     handle = Handle()
     (pod,) = handle.pods(member("p", "pg").obj())
-    hint = plugin(handle).events_to_register()[2].hint
+    hint = plugin(handle).events_to_register()[1].hint
     assert hint is not None and hint(pod, None, parse_pod_group(group)) is want
 
 

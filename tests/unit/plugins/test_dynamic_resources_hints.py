@@ -1,5 +1,5 @@
-"""DynamicResources' queueing hints (``isSchedulableAfterClaimChange``, ``isSchedulableAfterPodChange``):
-which claim and pod updates may help a pod it rejected."""
+"""DynamicResources' queueing hints (``isSchedulableAfterClaimChange``, ``isSchedulableAfterTargetPodUpdate``,
+v1.37): which claim and pod updates may help a pod it rejected."""
 
 from __future__ import annotations
 
@@ -65,7 +65,24 @@ def test_pod_changed() -> None:
     waiting = pod("p", templates={"gpu": None})
     assert hint(waiting, waiting, pod("p", templates={"gpu": "p-gpu-abcde"})) is QUEUE
     assert hint(waiting, waiting, pod("p", templates={"gpu": None})) is SKIP
+    # A TargetPod event is the rejected pod's own update: the hint reads the updated pod's claims only
+    # (here q's named claim belongs to p, so q still misses it).
     assert hint(waiting, None, pod("q", templates={"gpu": "p-gpu-abcde"}, uid="q")) is SKIP
+
+
+@pytest.mark.parametrize(
+    ("old", "expected", "keys"),
+    [
+        pytest.param(claim("c"), SKIP, frozenset(), id="deleted-unallocated"),
+        pytest.param(claim("c", allocation=allocated_on("n1", "d0")), QUEUE, None, id="deleted-allocated"),
+    ],
+)
+def test_claim_deleted(old: dict[str, Any], expected: QueueingHint, keys: frozenset[Any] | None) -> None:
+    """Upstream v1.37 registers ResourceClaim Delete: only a claim deleted with its allocation frees
+    devices."""
+    hint = claim_changed(manager(claim("c")))
+    assert hint(pod("p", "c"), value(old), None) is expected
+    assert hint.event_keys(value(old), None) == keys
 
 
 def test_registered_events() -> None:
@@ -73,7 +90,7 @@ def test_registered_events() -> None:
     assert registered == {
         Resource.NODE,
         Resource.RESOURCE_CLAIM,
-        Resource.POD,
+        Resource.TARGET_POD,
         Resource.DEVICE_CLASS,
         Resource.RESOURCE_SLICE,
     }

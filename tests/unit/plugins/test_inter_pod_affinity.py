@@ -13,9 +13,8 @@ from _affinity_kit import NAMESPACES, affinity, all_rows, expr, node, plugin_for
 
 from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, QueueingHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, QueueingHint, Resource
 from kopf_scheduler.framework.node_info import NodeInfo
-from kopf_scheduler.framework.objects import Namespace
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error
 from kopf_scheduler.plugins import inter_pod_affinity as ipa
@@ -928,12 +927,22 @@ SEC_ANTI = affinity(anti=[_in("service", "region", "securityscan", "value2")])
 AAA_BBB = affinity([_exists("aaa", "hostname"), _exists("bbb", "hostname")])
 
 
-def _p(uid: str, labels: dict[str, str], node_name: str = "", aff: dict[str, Any] | None = None) -> PodInfo:
+def _p(
+    uid: str,
+    labels: dict[str, str],
+    node_name: str = "",
+    aff: dict[str, Any] | None = None,
+    nominated: str = "",
+) -> PodInfo:
     raw = pod(uid, labels, node=node_name, aff=aff)
     raw["metadata"]["uid"] = uid
+    if nominated:
+        raw["status"] = {"nominatedNodeName": nominated}
     return PodInfo(raw)
 
 
+SCAN_OR_WEB = affinity(anti=[_in("service", "region", "securityscan"), _in("app", "region", "web")])
+# Upstream's Test_isSchedulableAfterAssignedPodChange (v1.37), case by case.
 POD_HINTS = [
     ("added-matches-affinity", SEC_AFFINITY, {}, None, _p("o", SEC_SCAN, "n"), Q),
     ("added-unscheduled", SEC_AFFINITY, {}, None, _p("o", SEC_SCAN), S),
@@ -951,7 +960,6 @@ POD_HINTS = [
     ("updated-to-not-match", SEC_AFFINITY, {}, _p("o", SEC_SCAN, "n"), _p("o", {"aaa": "a"}, "n"), S),
     ("multi-term-to-not-match", AAA_BBB, {}, _p("o", {"aaa": "a"}, "n"), _p("o", SEC_SCAN, "n"), S),
     ("multi-term-to-match", AAA_BBB, {}, _p("o", {"aaa": "a"}, "n"), _p("o", {"aaa": "", "bbb": ""}, "n"), Q),
-    ("target-pod-labels-changed", None, {"foo": "baz"}, _p("p", {"foo": "bar"}), _p("p", {"foo": "baz"}), Q),
     (
         "updated-out-of-anti-affinity",
         SEC_ANTI,
@@ -973,22 +981,52 @@ POD_HINTS = [
         None,
         S,
     ),
+    ("deleted-nominated-not-anti-matching", SEC_ANTI, {}, _p("o", {"aaa": "a"}, nominated="n"), None, S),
+    ("deleted-nominated-anti-matching", SEC_ANTI, {}, _p("o", SEC_SCAN, nominated="n"), None, Q),
+    (
+        "updated-out-of-one-of-two-anti-terms",
+        SCAN_OR_WEB,
+        {},
+        _p("o", {"service": "securityscan", "app": "bar"}, "n"),
+        _p("o", {"service": "foo", "app": "bar"}, "n"),
+        Q,
+    ),
+    (
+        "updated-still-in-one-of-two-anti-terms",
+        SCAN_OR_WEB,
+        {},
+        _p("o", {"service": "securityscan", "app": "bar"}, "n"),
+        _p("o", {"service": "foo", "app": "web"}, "n"),
+        S,
+    ),
+    ("deleted-in-one-of-two-anti-terms", SCAN_OR_WEB, {}, _p("o", SEC_SCAN, "n"), None, Q),
+    ("deleted-repelling-pending-on-one-term", None, SEC_SCAN, _p("o", {}, "n", SCAN_OR_WEB), None, Q),
 ]
 
 
 @pytest.mark.parametrize(
     ("aff", "labels", "old", "new", "expected"), [c[1:] for c in POD_HINTS], ids=[c[0] for c in POD_HINTS]
 )
-def test_pod_change_hint(
+def test_assigned_pod_change_hint(
     aff: dict[str, Any] | None,
     labels: dict[str, str],
     old: PodInfo | None,
     new: PodInfo | None,
     expected: QueueingHint,
 ) -> None:
-    plugin = plugin_for(snapshot_of([]), namespaces=NAMESPACES)
-    pending = _p("p", labels, aff=aff)
-    assert plugin._pod_changed(pending, old, new) is expected
+    hints = {r.event: r.hint for r in plugin_for(snapshot_of([])).events_to_register()}
+    hint = hints[ClusterEvent(Resource.ASSIGNED_POD, Action.ADD | Action.UPDATE_POD_LABEL | Action.DELETE)]
+    assert hint is not None
+    assert hint(_p("p", labels, aff=aff), old, new) is expected
+
+
+def test_target_pod_label_hint() -> None:
+    """Upstream's Test_isSchedulableAfterTargetPodUpdateLabel: the pending pod's own relabelling queues."""
+    hints = {r.event: r.hint for r in plugin_for(snapshot_of([])).events_to_register()}
+    hint = hints[ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_LABEL)]
+    assert hint is not None
+    old, new = _p("p", {"foo": "bar"}), _p("p", {"foo": "baz"})
+    assert hint(new, old, new) is Q
 
 
 ZONE_AFFINITY = affinity([_in("service", "zone", "securityscan", "value2")])
@@ -1034,9 +1072,8 @@ def test_events_registered() -> None:
     events = {(r.event.resource, r.event.action) for r in plugin.events_to_register()}
     assert events == {
         (Resource.ASSIGNED_POD, Action.ADD | Action.UPDATE_POD_LABEL | Action.DELETE),
-        (Resource.POD, Action.UPDATE_POD_LABEL),
+        (Resource.TARGET_POD, Action.UPDATE_POD_LABEL),
         (Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL),
-        (Resource.NAMESPACE, Action.ADD | Action.UPDATE),
     }
 
 
@@ -1050,85 +1087,3 @@ def test_vector_filter_matches_per_node_on_subset_of_rows() -> None:
     plugin.pre_filter(state, incoming, snapshot.node_infos)
     rows = np.array([5, 2, 1], dtype=np.int64)
     assert plugin.filter_rows(state, incoming, snapshot.table, rows).tolist() == [False, True, False]
-
-
-def _ns(name: str, **labels: str) -> Namespace:
-    return Namespace(name, labels)
-
-
-TEAM1 = {"matchLabels": {"team": "team1"}}
-NAMESPACE_HINTS = [
-    # (id, pod affinity, pod namespace, old namespace, new namespace, expected)
-    (
-        "affinity-selector-now-picks-namespace",
-        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
-        "default",
-        _ns("x"),
-        _ns("x", team="team1"),
-        Q,
-    ),
-    (
-        "anti-affinity-selector-no-longer-picks-namespace",
-        affinity(anti=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
-        "default",
-        _ns("x", team="team1"),
-        _ns("x"),
-        Q,
-    ),
-    (
-        "new-namespace-picked",
-        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
-        "default",
-        None,
-        _ns("x", team="team1"),
-        Q,
-    ),
-    (
-        "relabelled-but-still-picked",
-        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
-        "default",
-        _ns("x", team="team1"),
-        _ns("x", team="team1", other="y"),
-        S,
-    ),
-    (
-        "pod-without-namespace-selectors",
-        affinity(required=[term(labels={"app": "db"}, topology="zone")]),
-        "default",
-        _ns("x"),
-        _ns("x", team="team1"),
-        S,
-    ),
-    (
-        "empty-selector-picks-every-namespace-anyway",
-        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector={})]),
-        "default",
-        _ns("x"),
-        _ns("x", team="team1"),
-        S,
-    ),
-    (
-        "own-namespace-relabelled: existing pods' selectors may see it now",
-        affinity(required=[term(labels={"app": "db"}, topology="zone")]),
-        "x",
-        _ns("x"),
-        _ns("x", team="team1"),
-        Q,
-    ),
-    ("labels-unchanged", {}, "x", _ns("x", team="team1"), _ns("x", team="team1"), S),
-]
-
-
-@pytest.mark.parametrize(
-    ("aff", "namespace", "old", "new", "expected"),
-    [c[1:] for c in NAMESPACE_HINTS],
-    ids=[c[0] for c in NAMESPACE_HINTS],
-)
-def test_namespace_change_hint(
-    aff: dict[str, Any], namespace: str, old: Namespace | None, new: Namespace, expected: QueueingHint
-) -> None:
-    plugin = plugin_for(snapshot_of([]))
-    hints = {(r.event.resource, r.event.action): r.hint for r in plugin.events_to_register()}
-    hint = hints[(Resource.NAMESPACE, Action.ADD | Action.UPDATE)]
-    assert hint is not None
-    assert hint(PodInfo(pod(namespace=namespace, aff=aff)), old, new) is expected

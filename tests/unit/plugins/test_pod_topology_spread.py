@@ -1026,7 +1026,7 @@ def test_events_to_register() -> None:
     events = [(e.event.resource, e.event.action) for e in plugin_for(snapshot_of([])).events_to_register()]
     assert events == [
         (Resource.ASSIGNED_POD, Action.ADD | Action.UPDATE_POD_LABEL | Action.DELETE),
-        (Resource.POD, Action.UPDATE_POD_LABEL | Action.UPDATE_POD_TOLERATION),
+        (Resource.TARGET_POD, Action.UPDATE_POD_TOLERATION | Action.UPDATE_POD_LABEL),
         (Resource.NODE, Action.ADD | Action.DELETE | Action.UPDATE_NODE_LABEL | Action.UPDATE_NODE_TAINT),
     ]
 
@@ -1079,8 +1079,13 @@ def test_node_change_hint(constraints: Any, old: Any, new: Any, want: QueueingHi
     assert plugin._node_changed(incoming(*constraints), old, new) == want
 
 
-def _p(name: str = "q", on: str = "fake-node", ns: str = "default", **labels: str) -> PodInfo:
-    return PodInfo(bound(name, on, labels, ns=ns))
+def _p(
+    name: str = "q", on: str = "fake-node", ns: str = "default", nominated: str = "", **labels: str
+) -> PodInfo:
+    raw = bound(name, on, labels, ns=ns)
+    if nominated:
+        raw["status"] = {**(raw.get("status") or {}), "nominatedNodeName": nominated}
+    return PodInfo(raw)
 
 
 TWO_SELECTORS = (ZONE_FOO, spread(1, "node", selector=BAR))
@@ -1096,6 +1101,10 @@ TWO_SELECTORS = (ZONE_FOO, spread(1, "node", selector=BAR))
         pytest.param((ZONE_FOO,), None, _p(ns="fake-namespace", foo=""), SK, id="add-pod-other-namespace"),
         pytest.param((ZONE_FOO,), None, _p(bar=""), SK, id="add-unmatching-pod"),
         pytest.param((ZONE_FOO,), _p(foo=""), None, Q, id="delete-matching-pod"),
+        pytest.param(
+            (ZONE_FOO,), _p(on="", nominated="n", bar=""), None, SK, id="delete-nominated-unmatching"
+        ),
+        pytest.param((ZONE_FOO,), _p(on="", nominated="n", foo=""), None, Q, id="delete-nominated-matching"),
         pytest.param((ZONE_FOO,), _p(bar=""), None, SK, id="delete-unmatching-pod"),
         pytest.param(
             (ZONE_FOO,), _p(foo="", bar="bar1"), _p(foo="", bar="bar2"), SK, id="update-unrelated-label"
@@ -1108,19 +1117,30 @@ TWO_SELECTORS = (ZONE_FOO, spread(1, "node", selector=BAR))
         pytest.param(TWO_SELECTORS, _p(foo="", bar=""), _p(foo="", bar="bar2"), SK, id="multi-change-value"),
     ],
 )
-def test_pod_change_hint(constraints: Any, old: Any, new: Any, want: QueueingHint) -> None:
+def test_assigned_pod_change_hint(constraints: Any, old: Any, new: Any, want: QueueingHint) -> None:
+    """Upstream's Test_isSchedulableAfterAssignedPodChange (v1.37)."""
     plugin = plugin_for(snapshot_of([]))
-    assert plugin._pod_changed(incoming(*constraints), old, new) == want
+    assert plugin._assigned_pod_changed(incoming(*constraints), old, new) == want
 
 
-def test_own_toleration_update_queues_only_with_taints_policy_honor() -> None:
+def _target(labels: dict[str, str], tolerate: bool = False) -> PodInfo:
+    return incoming(labels=labels, tolerate_unschedulable=tolerate)
+
+
+@pytest.mark.parametrize(
+    ("policy", "old", "new", "want"),
+    [
+        pytest.param("Honor", _target({"foo": ""}), _target({"foo": ""}, True), Q, id="toleration-honor"),
+        pytest.param("Ignore", _target({"foo": ""}), _target({"foo": ""}, True), SK, id="toleration-ignore"),
+        pytest.param("Ignore", _target({}), _target({"foo": ""}), Q, id="label-matching-selector"),
+        pytest.param("Ignore", _target({}), _target({"unrelated": ""}), SK, id="unrelated-label"),
+    ],
+)
+def test_target_pod_change_hint(policy: str, old: PodInfo, new: PodInfo, want: QueueingHint) -> None:
+    """Upstream's Test_isSchedulableAfterTargetPodChange (v1.37): the pending pod's own constraints decide."""
     plugin = plugin_for(snapshot_of([]))
-    for policy, want in (("Honor", Q), ("Ignore", SK)):
-        pod = incoming(spread(1, "zone", selector=FOO, nodeTaintsPolicy=policy))
-        updated = incoming(
-            spread(1, "zone", selector=FOO, nodeTaintsPolicy=policy), tolerate_unschedulable=True
-        )
-        assert plugin._pod_changed(pod, pod, updated) == want
+    pod = incoming(spread(1, "zone", selector=FOO, nodeTaintsPolicy=policy), spread(1, "node", selector=BAR))
+    assert plugin._target_pod_changed(pod, old, new) == want
 
 
 def test_filter_rows_on_a_subset_of_rows() -> None:

@@ -222,17 +222,17 @@ def test_node_changed_hint(old: Any, new_: Any, want: QueueingHint) -> None:
 
 
 def test_toleration_added_hint() -> None:
+    """Upstream v1.37's ``isSchedulableAfterTargetPodTolerationChange`` queues whatever changed: a
+    TargetPod event is about the rejected pod itself."""
     pod = PodInfo(make_pod().name("p").uid("uid0").obj())
-    other = PodInfo(make_pod().name("q").uid("uid1").obj())
     same = PodInfo(make_pod().name("p").uid("uid0").toleration(key="k", operator="Exists").obj())
-    assert toleration_added(pod, other, other) == QueueingHint.SKIP
     assert toleration_added(pod, pod, same) == QueueingHint.QUEUE
     assert toleration_added(pod, None, "not-a-pod") == QueueingHint.QUEUE
 
 
 def test_events_registered() -> None:
     events = [(e.event.resource.value, e.event.action) for e in _plugin().events_to_register()]
-    assert [r for r, _ in events] == ["Node", "Pod"]
+    assert [r for r, _ in events] == ["Node", "TargetPod"]
 
 
 # -- vectorised forms ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from _volume_kit import (
 )
 
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.events import Action, ClusterEvent, QueueingHint, Resource
+from kopf_scheduler.framework.events import OBJECT_EVENTS, Action, ClusterEvent, QueueingHint, Resource
 from kopf_scheduler.framework.objects.storage import parse_persistent_volume_claim
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error, unresolvable, unschedulable
@@ -269,10 +269,9 @@ def test_registered_events() -> None:
     events = {(e.event.resource, e.event.action): e.hint for e in plugin.events_to_register()}
     assert events == {
         (Resource.ASSIGNED_POD, Action.DELETE): pod_deleted,
-        (Resource.POD, Action.DELETE): pod_deleted,
         (Resource.NODE, Action.ADD): None,
         (Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD): claim_added,
     }
     assert ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD).matches(
-        ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD, "PersistentVolumeClaimAdd")
+        OBJECT_EVENTS[Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD]
     )

@@ -250,3 +250,43 @@ async def test_a_binding_confirmed_with_other_labels_is_read_again() -> None:
     scheduler.update_pod(None, bound)
     held = scheduler.cache.get_pod(pod["metadata"]["uid"])
     assert held is not None and held.labels == {"app": "b"}
+
+
+def _deleting(pod: dict[str, Any]) -> dict[str, Any]:
+    raw = copy.deepcopy(pod)
+    raw["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    raw["metadata"]["resourceVersion"] = "9"
+    return raw
+
+
+async def test_assumed_pod_whose_deletion_starts_frees_its_room() -> None:
+    """Upstream v1.37's handleAssumedPodDeletion: an assumed pod being deleted (not waiting at Permit)
+    leaves the cache at once, and the pods its room may help are requeued (AssignedPodDelete)."""
+    scheduler = Scheduler(FakeAPI())
+    scheduler.set_profile(ProfileSpec(scheduler_name="kopf-scheduler"))
+    scheduler.add_node(make_node().name("n1").capacity(cpu="1", memory="1Gi", pods="10").obj())
+    held = make_pod().name("held").scheduler_name("kopf-scheduler").req(cpu="1").obj()
+    scheduler.add_pod(held)
+    await _drain(scheduler)
+    uid = held["metadata"]["uid"]
+    assert scheduler.cache.is_assumed(uid)
+    waiting = make_pod().name("waiting").scheduler_name("kopf-scheduler").req(cpu="1").obj()
+    scheduler.add_pod(waiting)
+    await _drain(scheduler)
+    assert scheduler.queue.location(waiting["metadata"]["uid"]) == "unschedulable"
+    scheduler.update_pod(held, _deleting(held))
+    assert scheduler.cache.get_pod(uid) is None
+    assert scheduler.cache.node_info("n1").requested.get("cpu", 0) == 0
+    assert scheduler.queue.location(waiting["metadata"]["uid"]) in ("active", "backoff")
+
+
+async def test_assumed_pod_deleted_before_its_binding_is_seen_frees_its_room() -> None:
+    scheduler, _client = _scheduler()
+    held = make_pod().name("held").scheduler_name("kopf-scheduler").req(cpu="1").obj()
+    scheduler.add_pod(held)
+    await _drain(scheduler)
+    uid = held["metadata"]["uid"]
+    assert scheduler.cache.is_assumed(uid)
+    scheduler.delete_pod(held)
+    assert scheduler.cache.get_pod(uid) is None
+    assert not scheduler.pod_known(uid)

@@ -1,11 +1,14 @@
 """Which cluster events an update is: kube-scheduler's ``PodSchedulingPropertiesChange`` and
-``NodeSchedulingPropertiesChange``, over ``PodInfo`` and ``NodeInfo``.
+``NodeSchedulingPropertiesChange`` (v1.37), over ``PodInfo`` and ``NodeInfo``.
 
 An update is interpreted as the most specific events possible, so that only plugins that care about that
 kind of change are asked whether it helps: a pod update yields one event per changed property (labels,
-scale-down of requests, scheduling gates all removed, tolerations, generated resource claims), or the
-generic "other" update when none applies; a node update yields one event per changed property and may
-yield none at all (nothing that could help a pending pod changed).
+scale-down and scale-up of requests, scheduling gates all removed, tolerations, generated resource
+claims), or the generic update when none applies; a node update yields one event per changed property and
+may yield none at all (nothing that could help a pending pod changed).
+
+A pod update's resource says whose update it is: ``AssignedPod`` for a pod bound to a node, ``TargetPod``
+for a pending pod's own update (what the queue sees), ``UnscheduledPod`` for another pending pod.
 
 Events are shared constants: comparing and hashing them is cheap, and hints may memoise on them.
 """
@@ -19,51 +22,52 @@ from kopf_scheduler.framework.events import Action, ClusterEvent, Resource
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 
-
-def _events(resource: Resource, prefix: str) -> dict[Action, ClusterEvent]:
-    actions = [
-        Action.UPDATE_POD_LABEL,
-        Action.UPDATE_POD_SCALE_DOWN,
-        Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
-        Action.UPDATE_POD_TOLERATION,
-        Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
-        Action.UPDATE_POD_OTHER,
-    ]
-    return {a: ClusterEvent(resource, a, f"{prefix}{_label(a)}") for a in actions}
-
-
-def _label(action: Action) -> str:
-    return "".join(part.capitalize() for part in (action.name or "").split("_"))
-
-
-#: events of an unscheduled pod's own update (the pods the queue holds)
-UNSCHEDULED_POD_UPDATE = _events(Resource.POD, "UnscheduledPod")
-#: events of an update to a pod bound to a node
-ASSIGNED_POD_UPDATE = _events(Resource.ASSIGNED_POD, "AssignedPod")
-
-EVENT_NODE_DELETE = ClusterEvent(Resource.NODE, Action.DELETE, "NodeDelete")
+_POD_ACTIONS = (
+    Action.UPDATE_POD_LABEL,
+    Action.UPDATE_POD_SCALE_DOWN,
+    Action.UPDATE_POD_SCALE_UP,
+    Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+    Action.UPDATE_POD_TOLERATION,
+    Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM,
+    Action.UPDATE_POD_OTHER,
+)
+#: the update events of each pod resource, by action
+POD_UPDATE: dict[Resource, dict[Action, ClusterEvent]] = {
+    resource: {action: ClusterEvent(resource, action) for action in _POD_ACTIONS}
+    for resource in (Resource.ASSIGNED_POD, Resource.UNSCHEDULED_POD, Resource.TARGET_POD)
+}
 NODE_UPDATE = {
-    a: ClusterEvent(Resource.NODE, a, _label(a))
-    for a in (
+    action: ClusterEvent(Resource.NODE, action)
+    for action in (
         Action.UPDATE_NODE_ALLOCATABLE,
         Action.UPDATE_NODE_LABEL,
         Action.UPDATE_NODE_TAINT,
         Action.UPDATE_NODE_CONDITION,
         Action.UPDATE_NODE_ANNOTATION,
+        Action.UPDATE_NODE_PREEMPTION_POLICY,
+        Action.UPDATE_NODE_DECLARED_FEATURE,
     )
 }
 
 
 # -- pods ----------------------------------------------------------------------------------------------
 def _scaled_down(old: PodInfo, new: PodInfo) -> bool:
-    """``extractPodScaleDown``: a request lowered or removed may free room; raised or added ones cannot
-    help anyone. It compares the requests in effect (``PodInfo.requests``: in-place resizes included, as
-    upstream's ``UseStatusResources``), so a resize the kubelet has actuated downwards counts."""
+    """``extractPodScaleDown``: a request lowered or removed. It compares the requests in effect
+    (``PodInfo.requests``: in-place resizes included, as upstream's ``UseStatusResources``), so a resize
+    the kubelet has actuated downwards counts."""
     new_requests = new.requests
     if any(amount > new_requests.get(name, 0) for name, amount in old.requests.items()):
         return True
     # An explicit zero request that disappears is "removed" to upstream as well.
     return any(name not in new_requests and name not in new.zero_requests for name in old.zero_requests)
+
+
+def _scaled_up(old: PodInfo, new: PodInfo) -> bool:
+    """``extractPodScaleUp``: a request raised or added (an explicit zero request added counts)."""
+    old_requests = old.requests
+    if any(amount > old_requests.get(name, 0) for name, amount in new.requests.items()):
+        return True
+    return any(name not in old_requests and name not in old.zero_requests for name in new.zero_requests)
 
 
 def _status(pod: PodInfo) -> Mapping[str, Any]:
@@ -78,14 +82,17 @@ def _claims_changed(old: PodInfo, new: PodInfo) -> bool:
     ) != (b.get("extendedResourceClaimStatus") or None)
 
 
-def pod_update_events(old: PodInfo, new: PodInfo, assigned: bool = False) -> list[ClusterEvent]:
-    """The events an update of a pod is (``assigned``: the pod is bound to a node)."""
-    table = ASSIGNED_POD_UPDATE if assigned else UNSCHEDULED_POD_UPDATE
+def pod_update_events(old: PodInfo, new: PodInfo, resource: Resource) -> list[ClusterEvent]:
+    """The events an update of a pod is, as updates of ``resource`` (ASSIGNED_POD, UNSCHEDULED_POD or
+    TARGET_POD)."""
+    table = POD_UPDATE[resource]
     out: list[ClusterEvent] = []
     if old.labels != new.labels:
         out.append(table[Action.UPDATE_POD_LABEL])
     if _scaled_down(old, new):
         out.append(table[Action.UPDATE_POD_SCALE_DOWN])
+    if _scaled_up(old, new):
+        out.append(table[Action.UPDATE_POD_SCALE_UP])
     if old.scheduling_gates and not new.scheduling_gates:
         out.append(table[Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED])
     # The API only lets tolerations be added, so a change in their number is every change there is.
@@ -141,4 +148,10 @@ def node_update_events(old: NodeInfo, new: NodeInfo) -> list[ClusterEvent]:
     old_annotations = _section(old, "metadata").get("annotations") or {}
     if old_annotations != (_section(new, "metadata").get("annotations") or {}):
         out.append(NODE_UPDATE[Action.UPDATE_NODE_ANNOTATION])
+    if _section(old, "spec").get("podPreemptionPolicy") != _section(new, "spec").get("podPreemptionPolicy"):
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_PREEMPTION_POLICY])
+    # NodeDeclaredFeatures is GA (locked on) in v1.37; the kubelet keeps the list sorted.
+    old_features = _section(old, "status").get("declaredFeatures") or []
+    if old_features != (_section(new, "status").get("declaredFeatures") or []):
+        out.append(NODE_UPDATE[Action.UPDATE_NODE_DECLARED_FEATURE])
     return out

@@ -10,14 +10,16 @@ event, only those plugins' registrations in the pod's own profile are consulted 
   hint that raises counts as QUEUE so a buggy hint cannot strand pods) helps: if the plugin returned
   Pending the pod skips backoff, else it goes through backoff.
 
-Rejecting plugins of a real framework that do not implement ``EnqueueExtensions`` are treated as
-registered for every pod and node event with no hint, as kube-scheduler does for plugins that do not
-say what they wait for. Invariant: an index is rebuilt whenever the profile's framework object changes.
+Rejecting plugins of a real framework that do not implement ``EnqueueExtensions`` are registered, with
+no hint, for every action of the resources kube-scheduler unrolls for them (``UnrollWildCardResource``:
+pods, nodes, volumes, storage classes, CSI objects, resource claims and device classes), as kube-scheduler
+does for plugins that do not say what they wait for. Invariant: an index is rebuilt whenever the
+profile's framework object changes.
 
 Keyed hints (``KeyedHint``) let the queue skip pods without asking: a hint that also has ``pod_keys`` and
 ``event_keys`` promises to say SKIP for every pod whose keys miss the event's. When every registration an
 event matches is keyed, only pool members sharing a key with the event (and those ``pod_keys`` gives no
-keys for: no rejector recorded, a catch-all rejector, no profile) need the full check.
+keys for: no rejector recorded, no profile) need the full check.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import enum
 from collections.abc import Hashable, Mapping
 from typing import Any, Protocol
 
-from kopf_scheduler.framework.events import ClusterEvent, HintFn, QueueingHint, Resource
+from kopf_scheduler.framework.events import Action, ClusterEvent, HintFn, QueueingHint, Resource
 from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
@@ -82,6 +84,24 @@ class Strategy(enum.IntEnum):
 
 #: extension points whose plugins can reject a pod, and so be the reason it waits
 _REJECTING_POINTS = (PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin, PermitPlugin)
+#: what a rejecting plugin without ``EnqueueExtensions`` is registered for (``UnrollWildCardResource``)
+CATCH_ALL_EVENTS = tuple(
+    ClusterEvent(resource, Action.all())
+    for resource in (
+        Resource.ASSIGNED_POD,
+        Resource.UNSCHEDULED_POD,
+        Resource.TARGET_POD,
+        Resource.NODE,
+        Resource.PERSISTENT_VOLUME,
+        Resource.PERSISTENT_VOLUME_CLAIM,
+        Resource.CSI_NODE,
+        Resource.CSI_DRIVER,
+        Resource.CSI_STORAGE_CAPACITY,
+        Resource.STORAGE_CLASS,
+        Resource.RESOURCE_CLAIM,
+        Resource.DEVICE_CLASS,
+    )
+)
 
 
 def is_wildcard(event: ClusterEvent) -> bool:
@@ -95,7 +115,6 @@ class ProfileEvents:
     """The registrations of one framework, indexed by plugin name, with a memo of events of interest."""
 
     __slots__ = (
-        "_catch_all",
         "_interest",
         "_keyed_for",
         "_keyed_hints",
@@ -109,13 +128,11 @@ class ProfileEvents:
         by_plugin: dict[str, list[_Registration]] = {}
         for plugin, event, hint in framework.events_to_register():
             by_plugin.setdefault(plugin, []).append((event, hint))
-        self.by_plugin: dict[str, tuple[_Registration, ...]] = {k: tuple(v) for k, v in by_plugin.items()}
         plugins = getattr(framework, "plugins", None)
-        self._catch_all: frozenset[str] = frozenset(
-            name
-            for name, plugin in (plugins.items() if isinstance(plugins, Mapping) else ())
-            if isinstance(plugin, _REJECTING_POINTS) and not isinstance(plugin, EnqueueExtensions)
-        )
+        for name, plugin in plugins.items() if isinstance(plugins, Mapping) else ():
+            if isinstance(plugin, _REJECTING_POINTS) and not isinstance(plugin, EnqueueExtensions):
+                by_plugin.setdefault(name, []).extend((event, None) for event in CATCH_ALL_EVENTS)
+        self.by_plugin: dict[str, tuple[_Registration, ...]] = {k: tuple(v) for k, v in by_plugin.items()}
         self._interest: dict[ClusterEvent, bool] = {}
         self._registered: dict[ClusterEvent, bool] = {}
         keyed: dict[int, KeyedHint] = {}
@@ -132,18 +149,12 @@ class ProfileEvents:
         """Whether any plugin of this profile could be moved by ``event``."""
         known = self._interest.get(event)
         if known is None:
-            known = (
-                is_wildcard(event)
-                or bool(self._catch_all)
-                or any(
-                    registered.matches(event) for regs in self.by_plugin.values() for registered, _ in regs
-                )
-            )
+            known = is_wildcard(event) or self.registered(event)
             self._interest[event] = known
         return known
 
     def registered(self, event: ClusterEvent) -> bool:
-        """Whether a plugin of this profile registered an event ``event`` matches (catch-alls aside)."""
+        """Whether a plugin of this profile registered an event ``event`` matches."""
         known = self._registered.get(event)
         if known is None:
             known = self._registered[event] = any(
@@ -153,12 +164,8 @@ class ProfileEvents:
 
     def pod_keys(self, qp: QueuedPodInfo) -> frozenset[Hashable] | None:
         """The keys of every keyed hint for the pod; None when an event may move it whatever its keys
-        (no rejector recorded, or a catch-all one)."""
-        rejectors = qp.unschedulable_plugins
-        if not (rejectors or qp.pending_plugins):
-            return None
-        catch_all = self._catch_all
-        if catch_all and not (catch_all.isdisjoint(rejectors) and catch_all.isdisjoint(qp.pending_plugins)):
+        (no rejector recorded)."""
+        if not (qp.unschedulable_plugins or qp.pending_plugins):
             return None
         hints = self._keyed_hints
         if not hints:
@@ -197,14 +204,10 @@ class ProfileEvents:
 
     def gating_matches(self, plugin: str, event: ClusterEvent) -> bool:
         """Whether the gating PreEnqueue plugin registered ``event`` (wildcards match only wildcards)."""
-        if plugin in self._catch_all:
-            return not is_wildcard(event)
         return any(registered.matches(event) for registered, _ in self.by_plugin.get(plugin, ()))
 
     def _verdicts(self, plugin: str, qp: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
         """Whether any of ``plugin``'s registrations matching ``event`` says QUEUE for this pod."""
-        if plugin in self._catch_all:
-            return not is_wildcard(event)
         for registered, hint in self.by_plugin.get(plugin, ()):
             if not registered.matches(event):
                 continue

@@ -1,15 +1,17 @@
 """The scheduling queue: which pending pod the scheduler tries next, and when a rejected pod tries again.
 
-kube-scheduler v1.34 semantics (``backend/queue/scheduling_queue.go``, queueing hints GA,
-``SchedulerPopFromBackoffQ`` on):
+kube-scheduler v1.37 semantics (``backend/queue/scheduling_queue.go``, queueing hints GA,
+``SchedulerPopFromBackoffQ`` on; pod groups of ``GenericWorkload``, off by default, are not queued as
+entities):
 
 - **activeQ**: a heap in queue-sort order (one QueueSort plugin for all profiles), ties by arrival
   sequence. New pods enter it after their profile's PreEnqueue plugins accept them.
 - **backoffQ**: pods waiting out their backoff (see ``backoff``). When the active queue is empty, ``pop``
   takes the head of the rejected-pods heap even before its backoff is over; error pods always wait.
 - **unschedulable pool**: pods rejected by plugins, waiting for an event those plugins registered whose
-  hint says QUEUE; pods held back by a PreEnqueue plugin ("gated"); after 5 minutes a rejected (not
-  gated) pod is retried anyway.
+  hint says QUEUE; pods held back by a PreEnqueue plugin ("gated"). A pod that sat in the pool for 5
+  minutes since its last attempt, or since its last such flush, is retried anyway (the leftover flush,
+  every 30 s): a gated pod then runs PreEnqueue again, as on every wildcard event.
 - **in flight**: popped pods whose attempt is not reported yet. Events that arrive meanwhile are kept and
   checked when the attempt fails, so a change that happened during the attempt is not lost.
 
@@ -38,11 +40,7 @@ from kopf_scheduler.backend.queue.backoff import (
     BackoffQueue,
     align_to_window,
 )
-from kopf_scheduler.backend.queue.change_events import (
-    EVENT_NODE_DELETE,
-    node_update_events,
-    pod_update_events,
-)
+from kopf_scheduler.backend.queue.change_events import node_update_events, pod_update_events
 from kopf_scheduler.backend.queue.heap import KeyedHeap, LessKey
 from kopf_scheduler.backend.queue.in_flight import InFlight
 from kopf_scheduler.backend.queue.nominator import Nominator
@@ -60,10 +58,12 @@ from kopf_scheduler.framework.events import (
     EVENT_ASSIGNED_POD_DELETE,
     EVENT_FORCE_ACTIVATE,
     EVENT_NODE_ADD,
+    EVENT_NODE_DELETE,
+    EVENT_TARGET_POD_UPDATE,
     EVENT_UNSCHEDULABLE_TIMEOUT,
     EVENT_UNSCHEDULED_POD_ADD,
-    EVENT_UNSCHEDULED_POD_UPDATE,
     ClusterEvent,
+    Resource,
 )
 from kopf_scheduler.framework.interface import QueueSortPlugin
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -126,6 +126,9 @@ class SchedulingQueue:
         self._gone_in_flight: set[str] = set()
         #: pods gated since they arrived: their SLI clock (``initial_timestamp``) starts once released
         self._never_active: set[str] = set()
+        #: when the leftover flush last took each pod still in the pool (upstream's ``FlushTimestamp``),
+        #: cleared by the pod's next attempt
+        self._flushed_at: dict[str, float] = {}
         self.nominator = Nominator()
         self._waiters: list[asyncio.Future[None]] = []
         #: popped pods whose attempt goes on (``resume``), before any other pod
@@ -184,30 +187,39 @@ class SchedulingQueue:
 
     # -- new and changed pods --------------------------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
-        """A new pending pod: activeQ if its profile's PreEnqueue plugins accept it, else gated."""
+        """A new pending pod: activeQ if its profile's PreEnqueue plugins accept it, else gated. Its
+        nomination is recorded either way (upstream v1.37's ``addPod``)."""
         if pod.uid in self or pod.uid in self._in_flight:
             self.update(None, pod)
             return
+        self._add_new(pod)
+        self._unscheduled_pod_added(pod)
+
+    def _add_new(self, pod: PodInfo) -> None:
         qp = self._new_queued(pod)
-        if self._move_to_active(qp, nominate=True):
+        self.nominator.add(pod)
+        if self._move_to_active(qp):
             self._wake()
         else:
             self._never_active.add(pod.uid)
-        self._unscheduled_pod_added(pod)
 
     def update(self, old: PodInfo | None, new: PodInfo) -> None:
         """A pending pod changed (``old``: the previous version, when known).
 
-        In activeQ or backoffQ it is updated in place. In the pool, the update is classified into pod
-        update events and checked against the rejecting (or gating) plugins' hints, which may move it.
-        In flight, the events are kept for its failure report. Unknown, it is added.
+        In activeQ or backoffQ it is updated in place. In the pool, the update is classified into
+        ``TargetPod`` update events and checked against the rejecting (or gating) plugins' hints, which
+        may move it. In flight, the events are kept for its failure report. Unknown, it is added.
         """
         uid = new.uid
         if uid in self._gone_in_flight:
             return
         if uid in self._in_flight:
             before = old if old is not None else self._in_flight.latest(uid)
-            events = pod_update_events(before, new) if before is not None else [EVENT_UNSCHEDULED_POD_UPDATE]
+            events = (
+                pod_update_events(before, new, Resource.TARGET_POD)
+                if before is not None
+                else [EVENT_TARGET_POD_UPDATE]
+            )
             self._in_flight.record_for(uid, events, before, new)
             self._in_flight.set_latest(new)
             self._nominated_node_changed(before, new)
@@ -235,17 +247,13 @@ class SchedulingQueue:
             self._pool.add(qp)  # re-stored: its keys follow the new version
             self.nominator.update(before, new)
             profile = self._profile(new.scheduler_name)
-            for event in pod_update_events(before, new):
+            for event in pod_update_events(before, new, Resource.TARGET_POD):
                 strategy = requeue_strategy(profile, qp, event, before, new)
                 if self._requeue(qp, strategy) in (ACTIVE, BACKOFF):
                     break
             self._nominated_node_changed(before, new)
             return
-        qp = self._new_queued(new)
-        if self._move_to_active(qp, nominate=True):
-            self._wake()
-        else:
-            self._never_active.add(uid)
+        self._add_new(new)
         self._unscheduled_pod_added(new)
         self._nominated_node_changed(old, new)
 
@@ -259,6 +267,7 @@ class SchedulingQueue:
         uid = pod.uid
         self.nominator.delete(uid)
         self._never_active.discard(uid)
+        self._flushed_at.pop(uid, None)
         if self._active.remove(uid) is None and self._backoff.remove(uid) is None:
             self._pool.remove(uid)
         if uid in self._in_flight:
@@ -359,6 +368,7 @@ class SchedulingQueue:
             if latest is not None:
                 qp.pod = latest
             qp.timestamp = self.clock.now()
+            self._flushed_at.pop(uid, None)
             if qp.last_failure_was_error or not (qp.unschedulable_plugins or qp.pending_plugins):
                 strategy = Strategy.AFTER_BACKOFF
             else:
@@ -389,8 +399,8 @@ class SchedulingQueue:
     ) -> None:
         """Re-evaluates the pool's pods for ``event`` (``old``/``new``: the objects hints receive).
 
-        Only pods passing ``pre_check`` (when given) are considered; a gated pod only for events its
-        gating plugin registered. The event is also kept for the pods in flight.
+        Only pods passing ``pre_check`` (when given) are considered; a gated pod only for wildcard events
+        and events its gating plugin registered. The event is also kept for the pods in flight.
         """
         if not (self._pool or self._in_flight) or not self._interested(event):
             return
@@ -428,7 +438,7 @@ class SchedulingQueue:
         self.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
 
     def assigned_pod_updated(self, old: PodInfo, new: PodInfo) -> None:
-        for event in pod_update_events(old, new, assigned=True):
+        for event in pod_update_events(old, new, Resource.ASSIGNED_POD):
             self.move_all_to_active_or_backoff(event, old, new)
 
     def assigned_pod_deleted(self, pod: PodInfo) -> None:
@@ -474,7 +484,13 @@ class SchedulingQueue:
                 profile = profiles[name]
             else:
                 profile = profiles[name] = self._profile(name)
-            if qp.gated_by and (profile is None or not profile.gating_matches(qp.gated_by, event)):
+            # Wildcard events (the leftover flush, forced activation) re-run a gated pod's PreEnqueue,
+            # so that a pod is not stuck behind an incomplete or wrong registration (upstream v1.37).
+            if (
+                qp.gated_by
+                and not is_wildcard(event)
+                and (profile is None or not profile.gating_matches(qp.gated_by, event))
+            ):
                 continue
             strategy = requeue_strategy(profile, qp, event, old, new)
             if strategy is Strategy.SKIP:
@@ -499,12 +515,20 @@ class SchedulingQueue:
         return moved
 
     def flush_unschedulable_leftover(self) -> int:
-        """Retries pods that sat in the pool over ``max_in_unschedulable``; returns how many left it."""
+        """Retries pods that sat in the pool over ``max_in_unschedulable`` since their last attempt or
+        their last flush, whichever is later (gated pods included); returns how many left the pool."""
         now = self.clock.now()
         limit = self.max_in_unschedulable
-        stale = [qp for qp in self._pool if now - qp.timestamp > limit]
+        flushed_at = self._flushed_at
+        stale = [
+            qp
+            for qp in self._pool
+            if now - max(qp.timestamp, flushed_at.get(qp.pod.uid, qp.timestamp)) > limit
+        ]
         if not stale:
             return 0
+        for qp in stale:
+            flushed_at[qp.pod.uid] = now
         before = len(self._pool)
         self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
         return before - len(self._pool)
@@ -650,9 +674,7 @@ class SchedulingQueue:
         qp.gated_by = plugin
         qp.unschedulable_plugins.add(plugin)
 
-    def _move_to_active(
-        self, qp: QueuedPodInfo, *, run_pre_enqueue: bool = True, nominate: bool = False
-    ) -> bool:
+    def _move_to_active(self, qp: QueuedPodInfo, *, run_pre_enqueue: bool = True) -> bool:
         """activeQ, unless PreEnqueue gates the pod (then the pool). True when it reached activeQ."""
         if run_pre_enqueue:
             self._run_pre_enqueue(qp)
@@ -668,8 +690,6 @@ class SchedulingQueue:
             self._never_active.discard(uid)
             qp.initial_timestamp = self.clock.now()
         self._active.push(uid, self._active_key(qp), qp.sequence, qp)
-        if nominate:
-            self.nominator.add(qp.pod)
         return True
 
     def _move_to_backoff(self, qp: QueuedPodInfo) -> bool:

@@ -186,9 +186,8 @@ class Coscheduling(
     # -- requeueing ----------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
-            # a new member may complete the gang (pending or created bound)
+            # a new member may complete the gang (pending or created bound): any pod resource's Add
             ClusterEventWithHint(ClusterEvent(Resource.POD, Action.ADD), self._member_added),
-            ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.ADD), self._member_added),
             # the gang's PodGroup appeared, or its minMember or minResources changed
             ClusterEventWithHint(
                 ClusterEvent(Resource.POD_GROUP, Action.ADD | Action.UPDATE), self._own_group_changed

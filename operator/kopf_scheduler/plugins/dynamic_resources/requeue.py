@@ -1,12 +1,12 @@
 """The cluster events that may make a pod DynamicResources rejected schedulable, with upstream's queueing
-hints (``EventsToRegister`` in ``dynamicresources.go``, queueing hints on as they are in v1.34):
+hints (``EventsToRegister`` in ``dynamicresources.go``, v1.37):
 
 - a node added, relabelled, or whose allocatable changed (no hint);
-- a ResourceClaim added or changed: a claim that lost its allocation (its devices are free again: any
-  pod may use them); else only a claim of the pod's, once all of the pod's claims exist, when it was
-  created or its status changed (a finalizer added helps nobody);
-- the pod's own update that records a claim made from a template (``resourceClaimStatuses``), once all
-  of its claims exist;
+- a ResourceClaim added, changed or deleted: a claim that lost its allocation, or was deleted while
+  allocated (its devices are free again: any pod may use them); else only a claim of the pod's, once all
+  of the pod's claims exist, when it was created or its status changed (a finalizer added helps nobody);
+- the pod's own update (``TargetPod``) that records a claim made from a template
+  (``resourceClaimStatuses``), once all of its claims exist;
 - a DeviceClass or a ResourceSlice added or changed (no hint: new devices, new selectors).
 
 The claim hint also tells the queue up front which pods a claim event can concern (``pod_keys`` and
@@ -41,7 +41,9 @@ class ClaimChanged:
     def __init__(self, claims: ClaimLister) -> None:
         self.claims: Final = claims
 
-    def __call__(self, pod: PodInfo, old: ResourceClaim | None, new: ResourceClaim) -> QueueingHint:
+    def __call__(self, pod: PodInfo, old: ResourceClaim | None, new: ResourceClaim | None) -> QueueingHint:
+        if new is None:  # deleted: only an allocated claim frees devices
+            return QUEUE if old is None or old.allocation is not None else SKIP
         deallocated = _deallocated(old, new)
         if not deallocated and (new.namespace, new.name) not in claim_keys(pod):
             return SKIP  # not a claim of the pod's (whether or not all of its claims exist)
@@ -60,7 +62,9 @@ class ClaimChanged:
     def pod_keys(self, pod: PodInfo) -> frozenset[Any]:
         return claim_keys(pod)
 
-    def event_keys(self, old: ResourceClaim | None, new: ResourceClaim) -> frozenset[Any] | None:
+    def event_keys(self, old: ResourceClaim | None, new: ResourceClaim | None) -> frozenset[Any] | None:
+        if new is None:
+            return frozenset() if old is not None and old.allocation is None else None
         if _deallocated(old, new):
             return None  # any pod may want the devices
         return frozenset(((new.namespace, new.name),))
@@ -71,10 +75,10 @@ def claim_changed(claims: ClaimLister) -> ClaimChanged:
 
 
 def pod_changed(claims: ClaimLister) -> Callable[[PodInfo, Any, Any], QueueingHint]:
+    """``isSchedulableAfterTargetPodUpdate``: all of the updated pod's claims exist now."""
+
     def hint(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
         modified = new if isinstance(new, PodInfo) else PodInfo(new)
-        if modified.uid != pod.uid:
-            return SKIP
         try:
             pod_claims(modified, claims)
         except ClaimError:
@@ -88,9 +92,11 @@ def events(claims: ClaimLister) -> list[ClusterEventWithHint]:
     node_actions = Action.ADD | Action.UPDATE_NODE_LABEL | Action.UPDATE_NODE_ALLOCATABLE
     return [
         ClusterEventWithHint(ClusterEvent(Resource.NODE, node_actions)),
-        ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_CLAIM, _ADD_OR_UPDATE), claim_changed(claims)),
         ClusterEventWithHint(
-            ClusterEvent(Resource.POD, Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM), pod_changed(claims)
+            ClusterEvent(Resource.RESOURCE_CLAIM, _ADD_OR_UPDATE | Action.DELETE), claim_changed(claims)
+        ),
+        ClusterEventWithHint(
+            ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_GENERATED_RESOURCE_CLAIM), pod_changed(claims)
         ),
         ClusterEventWithHint(ClusterEvent(Resource.DEVICE_CLASS, _ADD_OR_UPDATE)),
         ClusterEventWithHint(ClusterEvent(Resource.RESOURCE_SLICE, _ADD_OR_UPDATE)),

@@ -7,9 +7,8 @@ store (``handle.objects``), upstream's namespace informer. The incoming pod's te
 whose labels their selector matches once per cycle; existing pods' terms are matched against the incoming
 pod's namespace labels. A namespace the store does not know has no labels.
 
-Beyond upstream (which registers no Namespace event and leaves such pods to the five-minute flush), a
-Namespace added or relabelled requeues the pods whose required terms select namespaces by label, and the
-pods of that namespace (existing pods' terms may select it now or no longer).
+As upstream, no Namespace event is registered: a pod waiting for a namespace's labels is retried by the
+five-minute leftover flush.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
-from kopf_scheduler.framework.objects import NAMESPACES, Namespace
+from kopf_scheduler.framework.objects import NAMESPACES
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins import names
@@ -51,6 +50,7 @@ from kopf_scheduler.plugins.inter_pod_affinity.filtering import (
 from kopf_scheduler.plugins.inter_pod_affinity.index import ClusterIndex
 from kopf_scheduler.plugins.inter_pod_affinity.scoring import PreScoreState
 from kopf_scheduler.plugins.inter_pod_affinity.terms import (
+    AffinityTerm,
     ListedNamespaces,
     NamespaceLister,
     NoNamespaces,
@@ -195,50 +195,56 @@ class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Vecto
         return [
             ClusterEventWithHint(
                 ClusterEvent(Resource.ASSIGNED_POD, Action.ADD | Action.UPDATE_POD_LABEL | Action.DELETE),
-                self._pod_changed,
+                _assigned_pod_changed,
             ),
-            # The pod's own label change may make it match its own affinity terms or stop matching
-            # existing pods' anti-affinity (upstream fix after v1.34, PR #135394).
-            ClusterEventWithHint(ClusterEvent(Resource.POD, Action.UPDATE_POD_LABEL), self._pod_changed),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_LABEL), _target_pod_relabelled
+            ),
             ClusterEventWithHint(
                 ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL), _node_changed
             ),
-            ClusterEventWithHint(
-                ClusterEvent(Resource.NAMESPACE, Action.ADD | Action.UPDATE), _namespace_changed
-            ),
         ]
 
-    def _pod_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-        """Upstream's ``isSchedulableAfterPodChange``."""
-        if isinstance(new, PodInfo) and new.uid == pod.uid:
-            changed = not isinstance(old, PodInfo) or old.labels != new.labels
-            return QueueingHint.QUEUE if changed else QueueingHint.SKIP
-        if (isinstance(new, PodInfo) and not new.node_name) or (
-            isinstance(old, PodInfo) and not old.node_name
-        ):
+
+def _matches_any(terms: Sequence[AffinityTerm], pod: PodInfo) -> bool:
+    """Upstream's ``podMatchesAnyAffinityTerms`` (matched without namespace labels, as upstream)."""
+    return any(t.matches(pod, None) for t in terms)
+
+
+def _assigned_pod_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """Upstream's ``isSchedulableAfterAssignedPodChange``: an added pod matching all the affinity terms;
+    an updated one that starts matching them, or stops matching an anti-affinity term; a deleted one
+    that matched an anti-affinity term, or whose own anti-affinity matched the pending pod. Pods neither
+    bound nor nominated never count."""
+    for other in (new, old):
+        if isinstance(other, PodInfo) and not other.node_name and not other.nominated_node_name:
             return QueueingHint.SKIP
-        terms = pod_terms(pod)
-        if terms.error:
+    terms = pod_terms(pod)
+    if terms.error:
+        return QueueingHint.QUEUE
+    affinity, anti = terms.required_affinity, terms.required_anti
+    if isinstance(new, PodInfo) and isinstance(old, PodInfo):
+        if not matches_all(affinity, old) and matches_all(affinity, new):
             return QueueingHint.QUEUE
-        affinity, anti = terms.required_affinity, terms.required_anti
-        if isinstance(new, PodInfo) and isinstance(old, PodInfo):
-            if not matches_all(affinity, old) and matches_all(affinity, new):
-                return QueueingHint.QUEUE
-            if matches_all(anti, old) and not matches_all(anti, new):
-                return QueueingHint.QUEUE
-            return QueueingHint.SKIP
-        if isinstance(new, PodInfo):
-            return QueueingHint.QUEUE if matches_all(affinity, new) else QueueingHint.SKIP
-        if not isinstance(old, PodInfo):
-            return QueueingHint.QUEUE
-        if matches_all(anti, old):
-            return QueueingHint.QUEUE
-        # The deleted pod's own anti-affinity may have kept this pod away (upstream fix after v1.34,
-        # PR #135325).
-        labels = self._namespace_labels(pod)
-        if any(term.matches(pod, labels) for term in pod_terms(old).required_anti):
+        if _matches_any(anti, old) and not _matches_any(anti, new):
             return QueueingHint.QUEUE
         return QueueingHint.SKIP
+    if isinstance(new, PodInfo):
+        return QueueingHint.QUEUE if matches_all(affinity, new) else QueueingHint.SKIP
+    if not isinstance(old, PodInfo):
+        return QueueingHint.QUEUE
+    if _matches_any(anti, old):
+        return QueueingHint.QUEUE
+    theirs = pod_terms(old)
+    if theirs.error or _matches_any(theirs.required_anti, pod):
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _target_pod_relabelled(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """Upstream's ``isSchedulableAfterTargetPodUpdateLabel``: the pending pod's new labels may match its
+    own affinity terms, or no longer match existing pods' anti-affinity."""
+    return QueueingHint.QUEUE
 
 
 def _node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
@@ -260,30 +266,6 @@ def _node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
             return QueueingHint.QUEUE
         value = before.get(term.topology_key)
         if value is not None and after.get(term.topology_key) != value:
-            return QueueingHint.QUEUE
-    return QueueingHint.SKIP
-
-
-def _namespace_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-    """A namespace added or relabelled: it may now (or no longer) be picked by the pod's required terms,
-    or, being the pod's own, by existing pods' terms."""
-    if not isinstance(new, Namespace):
-        return QueueingHint.SKIP
-    before = old.labels if isinstance(old, Namespace) else {}
-    if before == new.labels:
-        return QueueingHint.SKIP
-    if new.name == pod.namespace:
-        return QueueingHint.QUEUE
-    terms = pod_terms(pod)
-    if terms.error:
-        return QueueingHint.QUEUE
-    for term in (*terms.required_affinity, *terms.required_anti):
-        selector = term.namespace_selector
-        if (
-            selector is not None
-            and not selector.empty
-            and selector.matches(before) != selector.matches(new.labels)
-        ):
             return QueueingHint.QUEUE
     return QueueingHint.SKIP
 

@@ -101,7 +101,6 @@ class NodePorts(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
         return [
             # Ports are immutable, so only deletions of pods holding them can free a node.
             ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE), pod_deleted),
-            ClusterEventWithHint(ClusterEvent(Resource.POD, Action.DELETE), pod_deleted),
             ClusterEventWithHint(ClusterEvent(Resource.NODE, Action.ADD)),
         ]
 

@@ -228,13 +228,17 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
 
     # -- requeueing ------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        # InPlacePodVerticalScaling is GA: scale-downs may free room (scale-ups matter only to deferred
+        # resizes, InPlacePodVerticalScalingSchedulerPreemption, off).
         return [
-            ClusterEventWithHint(
-                ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE | Action.UPDATE_POD_SCALE_DOWN)
-            ),
+            ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE), _assigned_pod_deleted),
             ClusterEventWithHint(
                 ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_ALLOCATABLE), self._node_changed
             ),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.ASSIGNED_POD, Action.UPDATE_POD_SCALE_DOWN), _assigned_pod_scaled_down
+            ),
+            ClusterEventWithHint(ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_SCALE_DOWN), _queue),
         ]
 
     def _node_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
@@ -244,6 +248,36 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         empty.allocatable, empty.allowed_pod_number = new.allocatable, new.allowed_pod_number
         state = CycleState()
         return QueueingHint.QUEUE if self.filter(state, pod, empty) is None else QueueingHint.SKIP
+
+
+def _assigned_pod_deleted(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterAssignedPodDelete``: a pod neither bound nor nominated held no room."""
+    if isinstance(old, PodInfo) and not old.node_name and not old.nominated_node_name:
+        return QueueingHint.SKIP
+    return QueueingHint.QUEUE
+
+
+def _assigned_pod_scaled_down(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterAssignedPodScaleDown`` (``haveEnoughRelevantResourcesDecreased``): a bound
+    pod's request lowered for a resource the pending pod requests."""
+    if not isinstance(old, PodInfo) or not isinstance(new, PodInfo):
+        return QueueingHint.QUEUE
+    if not new.node_name:
+        return QueueingHint.SKIP
+    before, after = old.requests, new.requests
+    for name in pod.requests:
+        if (name in _COMPARED or res.is_scalar(name)) and before.get(name, 0) > after.get(name, 0):
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+#: the named resources ``SetMaxResource`` keeps besides scalar ones
+_COMPARED = frozenset({res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE})
+
+
+def _queue(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterTargetPodScaleDown``: the pending pod asks for less now."""
+    return QueueingHint.QUEUE
 
 
 def new(args: Args, handle: Handle) -> NodeResourcesFit:

@@ -46,7 +46,10 @@ class NodeUnschedulable(FilterPlugin, VectorFilter, EnqueueExtensions):
             ClusterEventWithHint(
                 ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_TAINT), _node_changed
             ),
-            ClusterEventWithHint(ClusterEvent(Resource.POD, Action.UPDATE_POD_TOLERATION), _own_update),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_TOLERATION),
+                _target_pod_toleration_changed,
+            ),
         ]
 
 
@@ -56,8 +59,9 @@ def _node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
     return QueueingHint.SKIP
 
 
-def _own_update(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-    if isinstance(new, PodInfo) and new.uid == pod.uid and _tolerates_cordon(new):
+def _target_pod_toleration_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterTargetPodTolerationChange``: the updated pod now tolerates the cordon."""
+    if not isinstance(new, PodInfo) or _tolerates_cordon(new):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 

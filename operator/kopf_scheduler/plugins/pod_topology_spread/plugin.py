@@ -151,16 +151,14 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, VectorFilter, PreFilterEx
 
     # -- requeueing ------------------------------------------------------------------------------------
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        # Upstream registers Pod Add|UpdatePodLabel|UpdatePodToleration|Delete, which covers assigned pods
-        # and the pending pod itself; other pending pods never count, so their events are not registered.
         return [
             ClusterEventWithHint(
                 ClusterEvent(Resource.ASSIGNED_POD, Action.ADD | Action.UPDATE_POD_LABEL | Action.DELETE),
-                self._pod_changed,
+                self._assigned_pod_changed,
             ),
             ClusterEventWithHint(
-                ClusterEvent(Resource.POD, Action.UPDATE_POD_LABEL | Action.UPDATE_POD_TOLERATION),
-                self._pod_changed,
+                ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_TOLERATION | Action.UPDATE_POD_LABEL),
+                self._target_pod_changed,
             ),
             ClusterEventWithHint(
                 ClusterEvent(
@@ -171,23 +169,24 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, VectorFilter, PreFilterEx
             ),
         ]
 
-    def _pod_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-        """``isSchedulableAfterPodChange``."""
+    def _target_pod_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterTargetPodChange``: a toleration gained with a constraint honouring taints, or
+        labels that now match a constraint's selector differently."""
+        if not isinstance(old, PodInfo) or not isinstance(new, PodInfo):
+            return QueueingHint.QUEUE
+        constraints = self.hard_constraints(pod)
+        if new.tolerations != old.tolerations and any(c.honor_taints for c in constraints):
+            return QueueingHint.QUEUE
+        return _labels_changed(old, new, constraints)
+
+    def _assigned_pod_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterAssignedPodChange``."""
         for other in (new, old):
             if isinstance(other, PodInfo) and not _involved(other, pod):
                 return QueueingHint.SKIP
         constraints = self.hard_constraints(pod)
         if isinstance(old, PodInfo) and isinstance(new, PodInfo):
-            if (
-                pod.uid == new.uid
-                and new.tolerations != old.tolerations
-                and any(c.honor_taints for c in constraints)
-            ):
-                return QueueingHint.QUEUE
-            if new.labels == old.labels:
-                return QueueingHint.SKIP
-            changed = any(c.matches(old.labels) != c.matches(new.labels) for c in constraints)
-            return QueueingHint.QUEUE if changed else QueueingHint.SKIP
+            return _labels_changed(old, new, constraints)
         other = new if isinstance(new, PodInfo) else old
         if not isinstance(other, PodInfo):
             return QueueingHint.QUEUE
@@ -220,8 +219,16 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, VectorFilter, PreFilterEx
 
 
 def _involved(incoming: PodInfo, pod: PodInfo) -> bool:
-    """``involvedInTopologySpreading``: the pod itself, or an assigned pod of its namespace."""
-    return incoming.uid == pod.uid or (bool(incoming.node_name) and incoming.namespace == pod.namespace)
+    """``involvedInTopologySpreading``: a pod of the same namespace, bound or nominated to a node."""
+    return bool(incoming.node_name or incoming.nominated_node_name) and incoming.namespace == pod.namespace
+
+
+def _labels_changed(old: PodInfo, new: PodInfo, constraints: Sequence[Constraint]) -> QueueingHint:
+    """``isSchedulableAfterPodLabelChange``: a label change that flips a constraint's selector."""
+    if new.labels == old.labels:
+        return QueueingHint.SKIP
+    changed = any(c.matches(old.labels) != c.matches(new.labels) for c in constraints)
+    return QueueingHint.QUEUE if changed else QueueingHint.SKIP
 
 
 def _taints(node: NodeInfo) -> Any:

@@ -27,15 +27,15 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         return [
             ClusterEventWithHint(
-                ClusterEvent(Resource.POD, Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED), self._gates_removed
+                ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_SCHEDULING_GATES_ELIMINATED),
+                self._gates_removed,
             )
         ]
 
     @staticmethod
     def _gates_removed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-        if isinstance(new, PodInfo) and new.uid == pod.uid and not new.scheduling_gates:
-            return QueueingHint.QUEUE
-        return QueueingHint.SKIP
+        """``isSchedulableAfterUpdateTargetPodSchedulingGatesEliminated``: the pod's last gate is gone."""
+        return QueueingHint.QUEUE
 
 
 def new(args: NoArgs, handle: Handle) -> SchedulingGates:

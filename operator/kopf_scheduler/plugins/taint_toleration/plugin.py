@@ -170,7 +170,9 @@ class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, V
             ClusterEventWithHint(
                 ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_TAINT), node_changed
             ),
-            ClusterEventWithHint(ClusterEvent(Resource.POD, Action.UPDATE_POD_TOLERATION), toleration_added),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_TOLERATION), toleration_added
+            ),
         ]
 
 
@@ -188,10 +190,8 @@ def node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
 
 
 def toleration_added(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
-    """Only the rejected pod's own new tolerations can help it."""
-    if not isinstance(new, PodInfo) or new.uid == pod.uid:
-        return QueueingHint.QUEUE
-    return QueueingHint.SKIP
+    """``isSchedulableAfterTargetPodTolerationChange``: the rejected pod got a new toleration."""
+    return QueueingHint.QUEUE
 
 
 def new(args: NoArgs, handle: Handle) -> TaintToleration:

@@ -183,7 +183,6 @@ class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Enq
         return [
             # Volumes are immutable: only a pod going away can release a disk or a claim.
             ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE), pod_deleted),
-            ClusterEventWithHint(ClusterEvent(Resource.POD, Action.DELETE), pod_deleted),
             # With queueing hints on (GA in v1.34) upstream registers Node/Add alone.
             ClusterEventWithHint(ClusterEvent(Resource.NODE, Action.ADD)),
             # The claim must exist for its access modes to be read.

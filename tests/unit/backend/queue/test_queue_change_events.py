@@ -1,4 +1,6 @@
-"""Classifying pod and node updates into the events plugins register for."""
+"""Classifying pod and node updates into the events plugins register for (upstream v1.37's
+``PodSchedulingPropertiesChange`` and ``NodeSchedulingPropertiesChange``, labels as ``Label()`` gives
+them)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from _queue_kit import make_node, make_pod
 
 from kopf_scheduler.backend.queue import node_update_events, pod_update_events
 from kopf_scheduler.framework.events import Action, Resource
+from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 
 
@@ -17,6 +20,12 @@ def _claims(pod: PodInfo, claims: list) -> PodInfo:
 
 
 TOLERATION = {"key": "k", "operator": "Exists"}
+
+
+def _requests(**requests: str) -> PodInfo:
+    from kopf_scheduler.testing import make_pod as build
+
+    return PodInfo(build().name("p").uid("uid-p").req(**requests).obj())
 
 
 @pytest.mark.parametrize(
@@ -31,7 +40,16 @@ TOLERATION = {"key": "k", "operator": "Exists"}
             make_pod("p", cpu="2"), make_pod("p"), [Action.UPDATE_POD_SCALE_DOWN], id="request-removed"
         ),
         pytest.param(
-            make_pod("p", cpu="1"), make_pod("p", cpu="2"), [Action.UPDATE_POD_OTHER], id="scale-up"
+            make_pod("p", cpu="1"), make_pod("p", cpu="2"), [Action.UPDATE_POD_SCALE_UP], id="scale-up"
+        ),
+        pytest.param(
+            _requests(cpu="1"), _requests(cpu="1", memory="1Gi"), [Action.UPDATE_POD_SCALE_UP], id="added"
+        ),
+        pytest.param(
+            _requests(cpu="2"),
+            _requests(cpu="1", memory="1Gi"),
+            [Action.UPDATE_POD_SCALE_DOWN, Action.UPDATE_POD_SCALE_UP],
+            id="down-and-up",
         ),
         pytest.param(
             make_pod("p", gates=["a", "b"]),
@@ -65,16 +83,52 @@ TOLERATION = {"key": "k", "operator": "Exists"}
         ),
     ],
 )
-@pytest.mark.parametrize(
-    "assigned", [pytest.param(False, id="unscheduled"), pytest.param(True, id="assigned")]
-)
-def test_pod_update_events(old, new, actions, assigned):
-    events = pod_update_events(old, new, assigned=assigned)
+@pytest.mark.parametrize("resource", [Resource.ASSIGNED_POD, Resource.UNSCHEDULED_POD, Resource.TARGET_POD])
+def test_pod_update_events(old, new, actions, resource):
+    events = pod_update_events(old, new, resource)
     assert [e.action for e in events] == actions
-    assert {e.resource for e in events} == {Resource.ASSIGNED_POD if assigned else Resource.POD}
+    assert {e.resource for e in events} == {resource}
+
+
+@pytest.mark.parametrize(
+    ("resource", "new", "labels"),
+    [
+        pytest.param(Resource.TARGET_POD, make_pod("p"), ["TargetPodUpdate"], id="target-generic"),
+        pytest.param(
+            Resource.TARGET_POD,
+            make_pod("p", labels={"a": "b"}, tolerations=[TOLERATION]),
+            ["TargetPodUpdatePodLabel", "TargetPodUpdatePodToleration"],
+            id="target",
+        ),
+        pytest.param(
+            Resource.ASSIGNED_POD, make_pod("p", cpu="2"), ["AssignedPodUpdatePodScaleUp"], id="assigned"
+        ),
+        pytest.param(
+            Resource.UNSCHEDULED_POD,
+            make_pod("p", labels={"a": "b"}),
+            ["UnscheduledPodUpdatePodLabel"],
+            id="unscheduled",
+        ),
+    ],
+)
+def test_pod_update_event_labels(resource, new, labels):
+    """The names kube-scheduler v1.37 logs and counts these events by."""
+    assert [e.label for e in pod_update_events(make_pod("p"), new, resource)] == labels
 
 
 TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
+
+
+def _spec(node: NodeInfo, **fields: object) -> NodeInfo:
+    raw = dict(node.node or {})
+    raw["spec"] = {**(raw.get("spec") or {}), **fields}
+    return NodeInfo(raw)
+
+
+def _status(node: NodeInfo, **fields: object) -> NodeInfo:
+    raw = dict(node.node or {})
+    raw["status"] = {**(raw.get("status") or {}), **fields}
+    return NodeInfo(raw)
 
 
 @pytest.mark.parametrize(
@@ -110,6 +164,18 @@ TAINT = {"key": "k", "value": "v", "effect": "NoSchedule"}
             id="annotation",
         ),
         pytest.param(
+            make_node("n"),
+            _spec(make_node("n"), podPreemptionPolicy="Never"),
+            [Action.UPDATE_NODE_PREEMPTION_POLICY],
+            id="preemption-policy",
+        ),
+        pytest.param(
+            _status(make_node("n"), declaredFeatures=["A"]),
+            _status(make_node("n"), declaredFeatures=["A", "B"]),
+            [Action.UPDATE_NODE_DECLARED_FEATURE],
+            id="declared-features",
+        ),
+        pytest.param(
             make_node("n", unschedulable=True, labels={"a": "1"}),
             make_node("n", labels={"a": "2"}, taints=[TAINT]),
             [Action.UPDATE_NODE_TAINT, Action.UPDATE_NODE_LABEL, Action.UPDATE_NODE_TAINT],
@@ -121,6 +187,14 @@ def test_node_update_events(old, new, actions):
     events = node_update_events(old, new)
     assert [e.action for e in events] == actions
     assert all(e.resource is Resource.NODE for e in events)
+
+
+def test_node_update_event_labels():
+    old, new = make_node("n"), _spec(make_node("n", labels={"z": "a"}), podPreemptionPolicy="Never")
+    assert [e.label for e in node_update_events(old, new)] == [
+        "NodeUpdateNodeLabel",
+        "NodeUpdateNodePreemptionPolicy",
+    ]
 
 
 def _resized(cpu: str, running: str | None = None, allocated: str | None = None, condition: str = ""):
@@ -173,7 +247,7 @@ def _resized(cpu: str, running: str | None = None, allocated: str | None = None,
             [Action.UPDATE_POD_OTHER],
             id="infeasible-resize-withdrawn",
         ),
-        pytest.param(_resized("0"), _resized("1"), [Action.UPDATE_POD_OTHER], id="zero-raised"),
+        pytest.param(_resized("0"), _resized("1"), [Action.UPDATE_POD_SCALE_UP], id="zero-raised"),
         pytest.param(
             _resized("0"),
             PodInfo(
@@ -185,5 +259,6 @@ def _resized(cpu: str, running: str | None = None, allocated: str | None = None,
     ],
 )
 def test_in_place_resize_events(old, new, actions):
-    """``extractPodScaleDown`` with ``UseStatusResources``: what the pod holds on its node went down."""
-    assert [e.action for e in pod_update_events(old, new, assigned=True)] == actions
+    """``extractPodScaleDown`` and ``extractPodScaleUp`` with ``UseStatusResources``: what the pod holds on
+    its node went down or up."""
+    assert [e.action for e in pod_update_events(old, new, Resource.ASSIGNED_POD)] == actions

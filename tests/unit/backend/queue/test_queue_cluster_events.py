@@ -26,10 +26,12 @@ from kopf_scheduler.backend.queue import ACTIVE, BACKOFF, UNSCHEDULABLE
 from kopf_scheduler.framework.events import (
     EVENT_FORCE_ACTIVATE,
     EVENT_UNSCHEDULABLE_TIMEOUT,
+    OBJECT_EVENTS,
     Action,
     ClusterEvent,
     Resource,
 )
+from kopf_scheduler.framework.interface import FilterPlugin
 from kopf_scheduler.framework.node_info import NodeInfo
 
 
@@ -273,3 +275,89 @@ def test_moved_pod_keeps_its_failure_timestamp():
     clock.advance(0.3)
     queue.node_added(make_node("n1"))
     assert queue.get("uid-p").timestamp == START
+
+
+ANY_POD_LABEL = ClusterEvent(Resource.POD, Action.UPDATE_POD_LABEL)
+TARGET_POD_LABEL = ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_LABEL)
+UNSCHEDULED_POD_LABEL = ClusterEvent(Resource.UNSCHEDULED_POD, Action.UPDATE_POD_LABEL)
+ASSIGNED_POD_LABEL = ClusterEvent(Resource.ASSIGNED_POD, Action.UPDATE_POD_LABEL)
+
+
+@pytest.mark.parametrize(
+    ("registered", "incoming", "matches"),
+    [
+        pytest.param(ANY_POD_LABEL, TARGET_POD_LABEL, True, id="pod-matches-target"),
+        pytest.param(ANY_POD_LABEL, UNSCHEDULED_POD_LABEL, True, id="pod-matches-unscheduled"),
+        pytest.param(ANY_POD_LABEL, ASSIGNED_POD_LABEL, True, id="pod-matches-assigned"),
+        pytest.param(TARGET_POD_LABEL, UNSCHEDULED_POD_LABEL, False, id="target-not-unscheduled"),
+        pytest.param(TARGET_POD_LABEL, ASSIGNED_POD_LABEL, False, id="target-not-assigned"),
+        pytest.param(ASSIGNED_POD_LABEL, TARGET_POD_LABEL, False, id="assigned-not-target"),
+        pytest.param(ASSIGNED_POD_LABEL, ANY_POD_LABEL, False, id="specific-not-general"),
+        pytest.param(
+            ClusterEvent(Resource.TARGET_POD, Action.update()),
+            ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_OTHER),
+            True,
+            id="update-matches-generic",
+        ),
+        pytest.param(
+            ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_LABEL),
+            ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_OTHER),
+            False,
+            id="specific-not-generic",
+        ),
+    ],
+)
+def test_pod_resources_match_as_upstream(registered, incoming, matches):
+    """Upstream's ``MatchClusterEvents``: ``Pod`` covers AssignedPod, UnscheduledPod and TargetPod."""
+    assert registered.matches(incoming) is matches
+
+
+@pytest.mark.parametrize(
+    ("registered", "expected"),
+    [
+        pytest.param(TARGET_POD_LABEL, BACKOFF, id="target"),
+        pytest.param(ANY_POD_LABEL, BACKOFF, id="any-pod"),
+        pytest.param(UNSCHEDULED_POD_LABEL, UNSCHEDULABLE, id="unscheduled-is-other-pods"),
+        pytest.param(ASSIGNED_POD_LABEL, UNSCHEDULABLE, id="assigned"),
+    ],
+)
+def test_own_update_is_a_target_pod_event(registered, expected):
+    queue, _ = make_queue(FakeProfile([("A", registered, None)]))
+    attempt_and_fail(queue, make_pod("p"), "A")
+    queue.update(make_pod("p"), make_pod("p", labels={"a": "b"}))
+    assert queue.location("uid-p") == expected
+
+
+class _Rejector(FilterPlugin):
+    """A filter plugin that does not say which events it waits for."""
+
+    name = "A"
+
+    def filter(self, state, pod, node):  # pragma: no cover - never run here
+        return None
+
+
+@pytest.mark.parametrize(
+    ("event", "expected"),
+    [
+        pytest.param(NODE_ADD, BACKOFF, id="node"),
+        pytest.param(ASSIGNED_POD_DELETE, BACKOFF, id="assigned-pod"),
+        pytest.param(OBJECT_EVENTS[Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD], BACKOFF, id="pvc"),
+        pytest.param(OBJECT_EVENTS[Resource.CSI_NODE, Action.UPDATE], BACKOFF, id="csinode"),
+        pytest.param(OBJECT_EVENTS[Resource.RESOURCE_CLAIM, Action.DELETE], BACKOFF, id="claim"),
+        pytest.param(OBJECT_EVENTS[Resource.RESOURCE_SLICE, Action.ADD], UNSCHEDULABLE, id="slice"),
+        pytest.param(
+            OBJECT_EVENTS[Resource.VOLUME_ATTACHMENT, Action.DELETE], UNSCHEDULABLE, id="attachment"
+        ),
+        pytest.param(OBJECT_EVENTS[Resource.SERVICE, Action.ADD], UNSCHEDULABLE, id="service"),
+        pytest.param(OBJECT_EVENTS[Resource.NAMESPACE, Action.UPDATE], UNSCHEDULABLE, id="namespace"),
+    ],
+)
+def test_plugin_without_registrations_waits_for_the_unrolled_resources(event, expected):
+    """Upstream's ``defaultEnqueueExtension``: ``UnrollWildCardResource``'s resources, every action."""
+    profile = FakeProfile()
+    profile.plugins = {"A": _Rejector()}  # type: ignore[attr-defined]
+    queue, _ = make_queue(profile)
+    attempt_and_fail(queue, make_pod("p"), "A")
+    queue.move_all_to_active_or_backoff(event)
+    assert queue.location("uid-p") == expected

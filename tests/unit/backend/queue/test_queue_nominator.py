@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from _queue_kit import ASSIGNED_POD_DELETE, FakeProfile, attempt_and_fail, make_pod, make_queue
+from _queue_kit import ASSIGNED_POD_DELETE, FakeProfile, attempt_and_fail, gates_gate, make_pod, make_queue
 
 from kopf_scheduler.backend.queue import BACKOFF, UNSCHEDULABLE, Nominator
 
@@ -102,3 +102,10 @@ def test_nominator_invariants():
     nominator.delete("uid-b")
     nominator.delete("uid-b")
     assert nominator.pods_on("n1") == [] and "n1" not in nominator._pods_on
+
+
+def test_gated_pod_is_nominated_on_arrival():
+    """Upstream v1.37's ``addPod`` records the nomination before PreEnqueue, gated or not."""
+    queue, _ = make_queue(FakeProfile(gates={"SchedulingGates": gates_gate}))
+    queue.add(make_pod("a", nominated="n1", gates=["example.com/wait"]))
+    assert _names(queue.nominated_pods_for_node("n1")) == ["a"]

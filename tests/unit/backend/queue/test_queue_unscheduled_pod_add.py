@@ -58,5 +58,6 @@ def test_without_a_registration_the_pool_is_left_alone() -> None:
 
 
 def test_the_event_is_the_upstream_one() -> None:
-    assert ClusterEvent(Resource.POD, Action.ADD, "UnscheduledPodAdd") == EVENT_UNSCHEDULED_POD_ADD
+    assert ClusterEvent(Resource.UNSCHEDULED_POD, Action.ADD) == EVENT_UNSCHEDULED_POD_ADD
+    assert EVENT_UNSCHEDULED_POD_ADD.label == "UnscheduledPodAdd"
     assert POD_ADD.matches(EVENT_UNSCHEDULED_POD_ADD)
