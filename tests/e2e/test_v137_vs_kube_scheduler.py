@@ -1,0 +1,137 @@
+"""What kube-scheduler v1.37 decides and says differently from v1.34, through the upstream kube-scheduler
+v1.37.2 and ``kopf-scheduler run`` on identical fresh clusters (etcd, kube-apiserver and
+kube-controller-manager v1.37.2), one after the other (``side_by_side``); every pod of a case is kept to
+the case's nodes by its zone. In each cluster, in order:
+
+1. **BalancedAllocation scores the improvement in balance** (1.36): node ``ba-a`` already holds 5 cpu and
+   5Gi of its 8/8Gi, ``ba-b`` 0 cpu and 7Gi. A pod of 1 cpu and 1Gi scores 125 on ``ba-a`` and 99 on
+   ``ba-b`` with v1.34's rule (balance after placing it, plus LeastAllocated), 100 and 118 with v1.37's
+   (``50 + (50 + balance with - balance without) / 2``): it goes to ``ba-b``.
+2. **VolumeBinding scores storage capacity** (StorageCapacityScoring, on in 1.37): a pod with an unbound
+   WaitForFirstConsumer claim of 1Gi, between ``cap-x`` (16 cpu; its zone's CSIStorageCapacity 10Gi) and
+   ``cap-y`` (8 cpu; 100Gi). Without capacity scoring ``cap-x`` wins by one point of LeastAllocated; with
+   the default shape (utilization 0 scores 10, 100 scores 0, times 10) ``cap-y`` gains 9: it goes there.
+3. **nominatedNodeName during binding** (NominatedNodeNameForExpectation, on since 1.35): the scheduler
+   writes ``status.nominatedNodeName`` before a PreBind that has work (case 2's claim), and the API server
+   clears it when the pod is bound (ClearingNominatedNodeNameAfterBinding); a pod without such work
+   (case 1) is bound without it. A watch records every state the API server held.
+4. **FailedScheduling text**: a pod of 20 cpu, more than any node of its zone has. v1.37 no longer adds
+   DynamicResources' ``no new claims to deallocate,`` to the message; compared word for word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import storage_capacity
+from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
+from pod_watch import PodWatch
+from side_by_side import Scheduler, SideBySide
+from storage_capacity import PROVISIONER, in_zones
+from volume_provisioner import TestProvisioner
+
+from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
+
+pytestmark = pytest.mark.e2e
+
+NS = "v137"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+#: name -> (zone, cpu, memory)
+NODES = {
+    "ba-a-0": ("ba", "8", "8Gi"),
+    "ba-b-1": ("ba", "8", "8Gi"),
+    **storage_capacity.NODES,
+}
+TIMEOUT = 60.0
+
+
+#: stored before the scheduler starts: what the BalancedAllocation nodes already hold
+BEFORE = [
+    pod_manifest("ba-held-a", NS, requests={"cpu": "5", "memory": "5Gi"}, nodeName="ba-a-0"),
+    pod_manifest("ba-held-b", NS, requests={"memory": "7Gi"}, nodeName="ba-b-1"),
+]
+OBJECTS: list[tuple[str, dict[str, Any]]] = [
+    *storage_capacity.objects(NS),
+    *((PODS, body) for body in BEFORE),
+]
+BALANCED = pod_manifest("balanced", NS, requests={"cpu": "1", "memory": "1Gi"}, affinity=in_zones("ba"))
+CLAIM = storage_capacity.claim(NS)
+WITH_CLAIM = storage_capacity.pod_with_claim(NS)
+TOO_BIG = pod_manifest("too-big", NS, requests={"cpu": "20"}, affinity=in_zones("ba"))
+#: kube-scheduler v1.37.2's message for ``too-big`` (v1.34's had "no new claims to deallocate, " before
+#: "preemption")
+TOO_BIG_MESSAGE = (
+    "0/4 nodes are available: 2 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+)
+
+
+def outcome(cp: ClusterHarness, name: str) -> str:
+    """The pod's node, or ``unschedulable: <message>`` once it has one; "" until either."""
+    pod = cp.get(f"{PODS}/{name}")
+    scheduled = condition(pod, "PodScheduled")
+    if scheduled.get("status") == "False" and scheduled.get("message"):
+        return f"unschedulable: {scheduled['message']}"
+    return str(pod["spec"].get("nodeName") or "")
+
+
+def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
+    outcomes: dict[str, str] = {}
+    with PodWatch(cp, NS) as watch, TestProvisioner(cp, NS, PROVISIONER) as provisioner:
+        for body in (BALANCED, CLAIM, WITH_CLAIM, TOO_BIG):
+            path = PODS if body["kind"] == "Pod" else f"/api/v1/namespaces/{NS}/persistentvolumeclaims"
+            cp.post(path, body)
+            if body["kind"] == "Pod":
+                name = body["metadata"]["name"]
+                outcomes[name] = wait_until(lambda name=name: outcome(cp, name), TIMEOUT, f"{name} decided")
+        # the last transition of a bound pod (the API server clearing nominatedNodeName) may reach the
+        # watch just after the binding was read
+        wait_until(lambda: watch.states("with-claim")[-1][1] == "", 10, "with-claim seen bound by the watch")
+        states = {name: watch.states(name) for name in ("balanced", "with-claim")}
+        problems = watch.errors + provisioner.errors
+    failed = sorted(
+        {
+            e.get("message", "")
+            for e in cp.get(f"/api/v1/namespaces/{NS}/events")["items"]
+            if e.get("reason") == "FailedScheduling" and e["involvedObject"].get("name") == "too-big"
+        }
+    )
+    return {"outcomes": outcomes, "states": states, "failed_scheduling": failed, "problems": problems}
+
+
+def cluster(state_dir: Path) -> Any:
+    return fresh_cluster(state_dir, sized_nodes(NODES), namespaces=[NS], objects=OBJECTS)
+
+
+SIDE_BY_SIDE = SideBySide("v137", cluster, run)
+
+
+def test_placements_are_kube_scheduler_v137s(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    assert kube_scheduler["outcomes"] == {
+        "balanced": "ba-b-1",
+        "with-claim": "cap-y-3",
+        "too-big": f"unschedulable: {TOO_BIG_MESSAGE}",
+    }
+    assert kopf_scheduler["outcomes"] == kube_scheduler["outcomes"]
+
+
+def test_nominated_node_name_is_written_before_prebind_and_cleared_on_bind(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    assert kube_scheduler["states"] == {
+        "balanced": [("", ""), ("ba-b-1", "")],
+        "with-claim": [("", ""), ("", "cap-y-3"), ("cap-y-3", "")],
+    }
+    assert kopf_scheduler["states"] == kube_scheduler["states"]
+    assert kopf_scheduler["problems"] == kube_scheduler["problems"] == []
+
+
+def test_failed_scheduling_message_is_word_for_word(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    assert kube_scheduler["failed_scheduling"] == [TOO_BIG_MESSAGE]
+    assert kopf_scheduler["failed_scheduling"] == kube_scheduler["failed_scheduling"]
