@@ -167,6 +167,7 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
 READ = frozenset({
     "NominatedNodeNameForExpectation",  # scheduling/schedule_one.py: pre-flights, nominatedNodeName
     "InPlacePodLevelResourcesVerticalScaling",  # framework/pod_requests.py (use_feature_gates): pod status
+    "NodeDeclaredFeatures",  # plugins/defaults.py, plugins/node_declared_features
     "StorageCapacityScoring",  # plugins/volume_binding: volume-capacity scoring, the default shape
     "VolumeLimitScaling",  # plugins/node_volume_limits: CSIDriver preventPodSchedulingIfMissing
 })  # fmt: skip

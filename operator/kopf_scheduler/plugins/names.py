@@ -19,5 +19,6 @@ VOLUME_ZONE = "VolumeZone"
 NODE_RESOURCES_BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
 IMAGE_LOCALITY = "ImageLocality"
 DEFAULT_BINDER = "DefaultBinder"
+NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
 #: scheduler-plugins' gang scheduling (not a kube-scheduler plugin, not in the default profile)
 COSCHEDULING = "Coscheduling"

@@ -25,6 +25,7 @@ IN_TREE: dict[str, str] = {
     names.NODE_RESOURCES_BALANCED_ALLOCATION: "kopf_scheduler.plugins.node_resources_balanced_allocation",
     names.IMAGE_LOCALITY: "kopf_scheduler.plugins.image_locality",
     names.DEFAULT_BINDER: "kopf_scheduler.plugins.default_binder",
+    names.NODE_DECLARED_FEATURES: "kopf_scheduler.plugins.node_declared_features",
     names.COSCHEDULING: "kopf_scheduler.plugins.coscheduling",
 }
 
