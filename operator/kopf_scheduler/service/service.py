@@ -24,6 +24,7 @@ from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestClient, load_connection
 from kopf_scheduler.k8s.leader_thread import LeaderThread
+from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service.binding_confirmation import BindingConfirmation
 from kopf_scheduler.service.config import ServiceConfig
@@ -134,6 +135,8 @@ class SchedulerService:
         except FeatureGateError as e:
             self.supervisor.fail(str(e))
             return
+        # kube-scheduler's default plugin set depends on the gates (NodeDeclaredFeatures joins with its own)
+        self.scheduler.defaults = default_plugins(self.scheduler.feature_gates)
         if self.config.metrics.port:
             try:
                 server = MetricsServer(

@@ -253,8 +253,11 @@ def _build_default(**spec: Any) -> Framework:
     return build_framework(profile, new_registry(autoload=False), default_plugins(), client=None)  # type: ignore[arg-type]
 
 
-#: upstream v1.34.10 ``pkg/scheduler/apis/config/testing/defaults/defaults.go`` ``ExpandedPluginsV1``: the
-#: default profile after multiPoint expansion, per extension point in run order (score with weights).
+#: upstream ``pkg/scheduler/apis/config/testing/defaults/defaults.go`` ``ExpandedPluginsV1``: the default
+#: profile after multiPoint expansion, per extension point in run order (score with weights). v1.37.2's
+#: for NodeName and NodeUnschedulable (both with PreFilter, NodeName first) and NodeDeclaredFeatures;
+#: v1.37.2 also has TaintToleration at preFilter, DynamicResources at score (weight 2), and the PodGroup
+#: points (podGroupPostFilter, placementScore), which this table gains as those plugins follow.
 #: One deliberate difference, documented on the plugin: DefaultPreemption has no PreEnqueue here, since
 #: its evictions finish before the preemptor's attempt ends (upstream's PreEnqueue holds the pod back
 #: while ``SchedulerAsyncPreemption`` runs them in a goroutine).
@@ -262,6 +265,8 @@ UPSTREAM_EXPANDED: dict[str, list[Any]] = {
     "preEnqueue": ["SchedulingGates", "DynamicResources"],  # upstream: + "DefaultPreemption"
     "queueSort": ["PrioritySort"],
     "preFilter": [
+        "NodeName",
+        "NodeUnschedulable",
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
@@ -272,10 +277,11 @@ UPSTREAM_EXPANDED: dict[str, list[Any]] = {
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
+        "NodeDeclaredFeatures",
     ],
     "filter": [
-        "NodeUnschedulable",
         "NodeName",
+        "NodeUnschedulable",
         "TaintToleration",
         "NodeAffinity",
         "NodePorts",
@@ -287,6 +293,7 @@ UPSTREAM_EXPANDED: dict[str, list[Any]] = {
         "PodTopologySpread",
         "InterPodAffinity",
         "DynamicResources",
+        "NodeDeclaredFeatures",
     ],
     "postFilter": ["DynamicResources", "DefaultPreemption"],
     "preScore": [

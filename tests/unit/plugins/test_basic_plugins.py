@@ -8,6 +8,7 @@ from fake_api import Answer, FakeAPI, status
 
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.cycle_state import CycleState
+from kopf_scheduler.framework.interface import PreFilterResult
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.status import Code, Status, error
@@ -41,6 +42,20 @@ def test_node_name_filter(pod: Any, expected: Status | None) -> None:
     assert plugin.filter(CycleState(), _pod(pod), NodeInfo(make_node().name("n1").obj())) == expected
 
 
+@pytest.mark.parametrize(
+    ("pod", "result"),
+    [(make_pod().node("foo"), PreFilterResult(frozenset({"foo"}))), (make_pod(), None)],
+    ids=[
+        "assigned pod with nodeName set, prefilter restricts to assigned node",
+        "unassigned pod without nodeName set, prefilter returns nil",
+    ],
+)
+def test_node_name_pre_filter(pod: Any, result: PreFilterResult | None) -> None:
+    """Upstream v1.37.2's ``TestNodeName_PreFilter``."""
+    plugin = node_name.new(node_name.Args(), None)
+    assert plugin.pre_filter(CycleState(), _pod(pod), []) == (result, None)
+
+
 CORDONED = Status(UAU, ("node(s) were unschedulable",))
 _KEY = "node.kubernetes.io/unschedulable"
 
@@ -72,6 +87,7 @@ _KEY = "node.kubernetes.io/unschedulable"
 )
 def test_node_unschedulable_filter(node: Any, pod: Any, expected: Status | None) -> None:
     plugin = node_unschedulable.new(node_unschedulable.Args(), None)
+    assert plugin.pre_filter(CycleState(), _pod(pod), []) == (None, None)
     assert plugin.filter(CycleState(), _pod(pod), NodeInfo(node.name("n1").obj())) == expected
 
 

@@ -1,7 +1,14 @@
-"""NodeName: a pod that names a node in ``spec.nodeName`` fits only there (``nodename/node_name.go``)."""
+"""NodeName: a pod that names a node in ``spec.nodeName`` fits only there (``nodename/node_name.go``,
+v1.37).
+
+Pre-filter restricts filtering to the named node (a ``PreFilterResult``), so the other nodes are not
+filtered at all: the scheduling message counts them as ``node(s) didn't satisfy plugin(s) [NodeName]``,
+and preemption does not consider them. The filter still rejects any other node it is asked about.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -10,7 +17,13 @@ from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
-from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, VectorFilter
+from kopf_scheduler.framework.interface import (
+    EnqueueExtensions,
+    FilterPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    VectorFilter,
+)
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -21,11 +34,18 @@ NAME = names.NODE_NAME
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
-class NodeName(FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodeName(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        if pod.node_name:
+            return PreFilterResult(frozenset({pod.node_name})), None
+        return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if pod.node_name and pod.node_name != node.name:

@@ -1,8 +1,13 @@
 """NodeUnschedulable: cordoned nodes (``spec.unschedulable``) take only pods that tolerate the
-``node.kubernetes.io/unschedulable:NoSchedule`` taint (``nodeunschedulable/node_unschedulable.go``)."""
+``node.kubernetes.io/unschedulable:NoSchedule`` taint (``nodeunschedulable/node_unschedulable.go``).
+
+Its pre-filter (v1.37) passes every pod: upstream's skips pods whose resize is deferred only with the
+InPlacePodVerticalScalingSchedulerPreemption gate on, which is alpha, off, and not implemented here.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -11,7 +16,13 @@ from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
-from kopf_scheduler.framework.interface import EnqueueExtensions, FilterPlugin, VectorFilter
+from kopf_scheduler.framework.interface import (
+    EnqueueExtensions,
+    FilterPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    VectorFilter,
+)
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -28,8 +39,13 @@ def _tolerates_cordon(pod: PodInfo) -> bool:
     return tolerated(UNSCHEDULABLE_TAINT, pod.tolerations)
 
 
-class NodeUnschedulable(FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodeUnschedulable(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
     name = NAME
+
+    def pre_filter(
+        self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        return None, None
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
         if node.unschedulable and not _tolerates_cordon(pod):
