@@ -613,12 +613,17 @@ class SchedulingQueue:
 
     # -- introspection ---------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
+        """Pending pods by queue, as ``scheduler_pending_pods`` labels them. kube-scheduler v1.37 also
+        counts pod-group members waiting for their PodGroup (``incomplete``) or for their group's attempt
+        to end (``pending``): none without GenericWorkload (off), but the series exist."""
         gated = self._pool.gated_count
         return {
             ACTIVE: len(self._active),
             BACKOFF: len(self._backoff),
             UNSCHEDULABLE: len(self._pool) - gated,
             GATED: gated,
+            "incomplete": 0,
+            "pending": 0,
         }
 
     def __contains__(self, uid: object) -> bool:

@@ -29,7 +29,14 @@ def _gated_queue(**options):
 def test_gated_pod_waits_out_of_active_queue():
     queue, _, _ = _gated_queue()
     queue.add(make_pod("g", gates=["example.com/a"]))
-    assert queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 1}
+    assert queue.counts() == {
+        "active": 0,
+        "backoff": 0,
+        "unschedulable": 0,
+        "gated": 1,
+        "incomplete": 0,
+        "pending": 0,
+    }
     qp = queue.get("uid-g")
     assert qp.gated_by == "SchedulingGates"
     assert "SchedulingGates" in qp.unschedulable_plugins
@@ -80,7 +87,14 @@ def test_pre_enqueue_runs_again_when_a_rejected_pod_moves():
     queue.node_added(make_node("n1"))
     qp = queue.get("uid-p")
     assert (queue.location("uid-p"), qp.gated_by) == (GATED, "Quota")
-    assert queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 1}
+    assert queue.counts() == {
+        "active": 0,
+        "backoff": 0,
+        "unschedulable": 0,
+        "gated": 1,
+        "incomplete": 0,
+        "pending": 0,
+    }
 
 
 def test_pre_enqueue_runs_on_entering_backoff_not_on_leaving_it():

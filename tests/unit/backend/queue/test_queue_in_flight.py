@@ -94,7 +94,14 @@ def test_pod_gone_while_in_flight_leaves_no_trace(bound):
     assert fail(queue, qp, "A") is None
     assert "uid-p" not in queue
     assert queue.location("uid-p") is None
-    assert queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+    assert queue.counts() == {
+        "active": 0,
+        "backoff": 0,
+        "unschedulable": 0,
+        "gated": 0,
+        "incomplete": 0,
+        "pending": 0,
+    }
     assert queue.nominated_pods_for_node("n1") == []
     assert queue.in_flight() == []
 

@@ -35,7 +35,14 @@ def test_real_priority_sort_and_scheduling_gates():
 
     queue.update(gated, make_pod("gated", priority=100))
     assert queue.location("uid-gated") == ACTIVE
-    assert queue.counts() == {"active": 3, "backoff": 0, "unschedulable": 0, "gated": 0}
+    assert queue.counts() == {
+        "active": 3,
+        "backoff": 0,
+        "unschedulable": 0,
+        "gated": 0,
+        "incomplete": 0,
+        "pending": 0,
+    }
     assert [queue.pop_nowait().pod.name for _ in range(3)] == ["gated", "high", "low"]
 
 

@@ -75,7 +75,14 @@ def test_delete_removes_from_every_pool():
     queue.node_added(make_node("n1"))
     attempt_and_fail(queue, make_pod("pool"), "A")
     queue.add(make_pod("active"))
-    assert queue.counts() == {"active": 1, "backoff": 1, "unschedulable": 1, "gated": 0}
+    assert queue.counts() == {
+        "active": 1,
+        "backoff": 1,
+        "unschedulable": 1,
+        "gated": 0,
+        "incomplete": 0,
+        "pending": 0,
+    }
     for name in ("active", "backoff", "pool"):
         queue.delete(make_pod(name))
     assert len(queue) == 0 and queue.pending() == []
@@ -90,7 +97,14 @@ def test_introspection():
     queue.add(make_pod("a"))
     in_flight = queue.pop_nowait()
     assert in_flight.pod.name == "f"
-    assert queue.counts() == {"active": 1, "backoff": 1, "unschedulable": 1, "gated": 0}
+    assert queue.counts() == {
+        "active": 1,
+        "backoff": 1,
+        "unschedulable": 1,
+        "gated": 0,
+        "incomplete": 0,
+        "pending": 0,
+    }
     assert [qp.pod.name for qp in queue.pending()] == ["a", "b", "u"]
     assert [queue.location(f"uid-{n}") for n in "abfu"] == ["active", "backoff", "in_flight", "unschedulable"]
     assert queue.in_flight() == [in_flight.pod.uid]
