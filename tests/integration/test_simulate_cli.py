@@ -39,7 +39,7 @@ def test_example_cluster_placements(capsys: pytest.CaptureFixture[str]) -> None:
         "node": None,
         "message": "0/4 nodes are available: 1 Insufficient memory, 1 node(s) were unschedulable, "
         "3 Insufficient cpu. "
-        "no new claims to deallocate, preemption: 0/4 nodes are available: 4 Preemption is not helpful for "
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for "
         "scheduling.",
     }
     assert pods["gated"]["node"] is None

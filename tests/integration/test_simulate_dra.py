@@ -146,7 +146,7 @@ def test_devices_per_claim_in_json(tmp_path: Path) -> None:
         "resourceClaims": [{"name": "gpu", "claim": None, "devices": []}],
     }
     assert pods["five"]["message"] == (
-        "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable, "
+        "0/3 nodes are available: 3 cannot allocate all claims. "
         "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
 

@@ -90,7 +90,7 @@ def test_resized_pod_holds_what_its_status_says(tmp_path: Path) -> None:
             "name": "new",
             "node": None,
             "message": "0/1 nodes are available: 1 Insufficient cpu. "
-            "no new claims to deallocate, preemption: 0/1 nodes are available: "
+            "preemption: 0/1 nodes are available: "
             "1 No preemption victims found for incoming pod.",
         }
     ]

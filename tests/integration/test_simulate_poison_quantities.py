@@ -96,7 +96,7 @@ def test_poison_pods_get_kube_schedulers_outcome(tmp_path: Path) -> None:
         (
             "huge-memory",
             None,
-            "0/2 nodes are available: 2 Insufficient memory. no new claims to deallocate, preemption: 0/2 "
+            "0/2 nodes are available: 2 Insufficient memory. preemption: 0/2 "
             "nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not "
             "helpful for scheduling.",
         ),

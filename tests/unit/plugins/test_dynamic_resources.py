@@ -25,9 +25,10 @@ from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.objects import RESOURCE_CLAIMS
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from kopf_scheduler.framework.status import SKIP, Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins.dynamic_resources import Args, DynamicResources
 from kopf_scheduler.plugins.dynamic_resources.allocator import AllocationError, Allocator, FilterTimeout
+from kopf_scheduler.testing.framework import make_framework
 
 GPU = device_class("gpu", f'device.driver == "{DRIVER}"')
 SLICES = (
@@ -139,14 +140,23 @@ def test_filter_allocates_per_node() -> None:
     }
 
 
-def test_filter_timeout_rejects_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_filter_timeout_is_an_error_naming_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """v1.37: a timeout may pass, so the attempt fails with an error (retried after backoff) instead of
+    rejecting the node until a cluster event."""
     pl, _ = plugin(claim("c", request(count=2)))
 
     def too_slow(*_: Any) -> None:
         raise FilterTimeout("deadline")
 
     monkeypatch.setattr(Allocator, "find", too_slow)
-    assert filter_all(pl, pod("p", "c"), "n1") == {"n1": unresolvable("timed out trying to allocate devices")}
+    state = CycleState()
+    pl.pre_filter(state, pod("p", "c"), [])
+    framework = make_framework(pre_filter=[pl], filter=[pl])
+    status = framework.run_filter_chain(state, pod("p", "c"), node("n1"))
+    assert status is not None and status.code == Code.ERROR
+    assert status.message() == (
+        'running "DynamicResources" filter plugin: node n1: timed out trying to allocate devices'
+    )
 
 
 def test_filter_allocated_claim_only_on_its_node() -> None:
@@ -171,10 +181,11 @@ def test_filter_selector_error_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("raws", "expected"),
     [
-        pytest.param((), unschedulable("no new claims to deallocate"), id="no-claims"),
+        # v1.37: no reason (v1.34 said "no new claims to deallocate" and "still not schedulable")
+        pytest.param((), unschedulable(), id="no-claims"),
         pytest.param(
             (claim("c", allocation=allocated_on("n1", "d0"), reserved_for=["other"]),),
-            unschedulable("still not schedulable"),
+            unschedulable(),
             id="used-by-another-pod",
         ),
         pytest.param(

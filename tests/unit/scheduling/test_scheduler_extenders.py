@@ -69,7 +69,7 @@ async def test_extender_reasons_count_in_the_failed_scheduling_message() -> None
     assert (outcome.node, outcome.reason) == (None, "Unschedulable")
     assert outcome.message == (
         "0/4 nodes are available: 1 Insufficient cpu, 1 no gpu, 2 too far. "
-        "no new claims to deallocate, preemption: 0/4 nodes are "
+        "preemption: 0/4 nodes are "
         f"available: 1 No preemption victims found for incoming pod, 3 {PREEMPTION_NOT_HELPFUL}."
     )
     # the extender saw the nodes the filter plugins passed
@@ -90,8 +90,8 @@ async def test_unschedulable_extender_verdict_without_victims_ends_preemption_wi
     outcome = _outcome(result, "p")
     assert (outcome.reason, outcome.message) == (
         "Unschedulable",
-        # A post-filter error ends the post-filter phase with that error alone: DynamicResources'
-        # "no new claims to deallocate" is dropped, as upstream's RunPostFilterPlugins does.
+        # A post-filter error ends the post-filter phase with that error alone, as upstream's
+        # RunPostFilterPlugins does.
         '0/1 nodes are available: 1 busy. preemption: expected at least one victim pod on node "n1"',
     )
 
@@ -171,8 +171,7 @@ async def test_preempt_verb_prunes_candidates() -> None:
             [low],
         )
     assert _outcome(result, "high").message == (
-        "0/1 nodes are available: 1 Insufficient cpu. "
-        "no new claims to deallocate, preemption: no candidate node for preemption"
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: no candidate node for preemption"
     )
     [(verb, body)] = ext.requests
     assert verb == "preempt"

@@ -10,9 +10,11 @@
   stay the same: ``node_devices``, ``greedy``).
 - Filter: an allocated claim must be available on the node (its allocation's node selector); the others
   must be allocatable together from the pools the node sees. A selector that fails is an error naming the
-  class or claim; the search of one node stops after ``filterTimeout``.
+  class or claim; the search of one node stops after ``filterTimeout``, an error (the attempt is retried
+  after backoff, as v1.37: a timeout may pass) naming the node.
 - PostFilter: an allocated claim that was not available on some node and that no other pod uses is
-  deallocated; else ``still not schedulable``; ``no new claims to deallocate`` for a pod without claims.
+  deallocated (``deallocation of ResourceClaim completed``); else, and for a pod without claims, the pod
+  stays unschedulable with no reason of this plugin's (v1.37: the FailedScheduling message gains no text).
 - Reserve records the chosen node's allocations as in flight; Unreserve drops them (and a reservation
   PreBind made). PreBind writes them and the pod's reservation (``binding``).
 
@@ -59,9 +61,7 @@ from kopf_scheduler.plugins.dynamic_resources.claims import ClaimError, has_clai
 from kopf_scheduler.plugins.dynamic_resources.manager import manager_for
 
 NAME = names.DYNAMIC_RESOURCES
-NO_NEW_CLAIMS = "no new claims to deallocate"
 DEALLOCATED = "deallocation of ResourceClaim completed"
-STILL_NOT_SCHEDULABLE = "still not schedulable"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 TIMED_OUT = "timed out trying to allocate devices"
@@ -196,8 +196,8 @@ class DynamicResources(
         if data.allocator is not None:
             try:
                 found = data.allocator.find(node.name, node.labels, data.pending)
-            except FilterTimeout:
-                return unresolvable(TIMED_OUT)
+            except FilterTimeout:  # the runtime's error status: 'running "DynamicResources" filter ...'
+                raise FilterTimeout(f"node {node.name}: {TIMED_OUT}") from None
             except (
                 AllocationError
             ) as e:  # the runtime's error status: 'running "DynamicResources" filter ...'
@@ -221,14 +221,14 @@ class DynamicResources(
         if data is None:
             return None, error(STATE_NOT_FOUND)
         if not data.claims:
-            return None, unschedulable(NO_NEW_CLAIMS)
+            return None, unschedulable()
         for index in sorted(data.unavailable):  # upstream picks one at random
             claim = data.claims[index]
             reserved = claim.reserved_for
             if not reserved or (len(reserved) == 1 and reserved[0].uid == pod.uid):
                 binding.spawn(binding.deallocate_claim(self.handle.client, claim))
                 return None, unschedulable(DEALLOCATED)
-        return None, unschedulable(STILL_NOT_SCHEDULABLE)
+        return None, unschedulable()
 
     # -- reserve -----------------------------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
