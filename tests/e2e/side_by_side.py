@@ -40,6 +40,8 @@ class Scheduler:
     metrics_url: str
     #: stops it before the run ends (the rest of the run goes on without a scheduler)
     stop: Callable[[], object]
+    #: what kopf-scheduler has logged so far ("" for kube-scheduler)
+    log: Callable[[], str] = str
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def under_kopf_scheduler(spec: SideBySide[T], workdir: Path, request: pytest.Fix
             if spec.kopf_setup is not None:
                 spec.kopf_setup(cp, request)
             metrics = f"http://127.0.0.1:{operator.metrics_port}/metrics" if spec.kopf_ports else ""
-            scheduler = Scheduler(KOPF_SCHEDULER, metrics, operators.stop_all)
+            scheduler = Scheduler(KOPF_SCHEDULER, metrics, operators.stop_all, operator.log)
             try:
                 result = spec.run(cp, scheduler)
             except AssertionError as e:
