@@ -58,7 +58,7 @@ def find_matching_volume(
     excluded: Collection[str],
     delay_binding: bool,
 ) -> PersistentVolume | None:
-    """``FindMatchingVolume`` (VolumeAttributesClass on, as in v1.34): a volume already bound to the
+    """``FindMatchingVolume`` (VolumeAttributesClass on, GA since v1.34): a volume already bound to the
     claim if its node affinity holds, else the smallest available volume that fits the claim."""
     requested = claim.request
     wanted_class = claim_class(claim)

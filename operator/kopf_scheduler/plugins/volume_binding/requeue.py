@@ -1,5 +1,5 @@
 """The cluster events that may make a pod VolumeBinding rejected schedulable, with upstream's queueing
-hints (``EventsToRegister`` in ``volume_binding.go``, queueing hints on as they are by default in v1.34):
+hints (``EventsToRegister`` in ``volume_binding.go`` at v1.37, where queueing hints are always on):
 
 - a StorageClass added, or one whose ``allowedTopologies`` changed;
 - a claim the pod uses (by name, generic ephemeral ones included) added or changed;

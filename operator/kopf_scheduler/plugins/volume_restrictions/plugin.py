@@ -1,5 +1,5 @@
 """VolumeRestrictions: a pod may not share an in-tree disk with a pod already on the node, nor use a
-ReadWriteOncePod claim another pod uses (``volumerestrictions/volume_restrictions.go``, v1.34).
+ReadWriteOncePod claim another pod uses (``volumerestrictions/volume_restrictions.go``, v1.37).
 
 Disk conflicts (checked per node, against the node's pods): the same GCE PD unless both mounts are
 read-only; the same AWS EBS volume ID, always; the same iSCSI IQN unless both are read-only; the same
@@ -183,7 +183,7 @@ class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Enq
         return [
             # Volumes are immutable: only a pod going away can release a disk or a claim.
             ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE), pod_deleted),
-            # With queueing hints on (GA in v1.34) upstream registers Node/Add alone.
+            # Queueing hints are always on (v1.37): upstream registers Node/Add alone.
             ClusterEventWithHint(ClusterEvent(Resource.NODE, Action.ADD)),
             # The claim must exist for its access modes to be read.
             ClusterEventWithHint(ClusterEvent(Resource.PERSISTENT_VOLUME_CLAIM, Action.ADD), claim_added),

@@ -1,5 +1,5 @@
 """VolumeZone: the zone and region labels of the PersistentVolumes bound to a pod's claims must match
-the node's (``volumezone/volume_zone.go``, v1.34).
+the node's (``volumezone/volume_zone.go``, v1.37).
 
 Pre-filter follows each ``persistentVolumeClaim`` volume (ephemeral ones are not looked at) to its
 bound volume and collects the volume's topology labels, in upstream's order:
@@ -187,7 +187,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         return [
             # A new WaitForFirstConsumer class lets an unbound claim be skipped (the mode is immutable).
             ClusterEventWithHint(ClusterEvent(Resource.STORAGE_CLASS, Action.ADD), storage_class_added),
-            # With queueing hints on (GA in v1.34) upstream registers Node/Add and UpdateNodeLabel.
+            # Queueing hints are always on (v1.37): upstream registers Node/Add and UpdateNodeLabel.
             ClusterEventWithHint(ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL)),
             # A claim created, or bound to a volume.
             ClusterEventWithHint(
