@@ -175,6 +175,9 @@ class EventHandlers:
             else:
                 self._unserved[pod.uid] = pod
             return
+        queued = self.queue.get(pod.uid)
+        if queued is not None and _same_version(queued.pod.raw, raw):
+            return  # a re-list's copy of a pending pod held as it is: upstream skips equal resourceVersions
         old = self._parse(old_raw) if old_raw is not None else None
         self.queue.update(old, pod)
 

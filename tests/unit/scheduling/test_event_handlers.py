@@ -290,3 +290,23 @@ async def test_assumed_pod_deleted_before_its_binding_is_seen_frees_its_room() -
     scheduler.delete_pod(held)
     assert scheduler.cache.get_pod(uid) is None
     assert not scheduler.pod_known(uid)
+
+
+async def test_a_relisted_pending_pod_is_not_an_update() -> None:
+    """Upstream's updatePodInSchedulingQueue drops an update carrying the resourceVersion it holds: a
+    re-list's copy of a waiting pod is no TargetPod event."""
+    scheduler, _client = _scheduler()
+    pod = make_pod().name("p").scheduler_name("kopf-scheduler").req(cpu="100").obj()
+    pod["metadata"]["resourceVersion"] = "7"
+    scheduler.add_pod(pod)
+    await _drain(scheduler)  # too big: waits in the pool
+    uid = pod["metadata"]["uid"]
+    held = scheduler.queue.get(uid)
+    assert held is not None
+    before = held.pod
+    scheduler.add_pod(copy.deepcopy(pod))
+    assert scheduler.queue.get(uid) is held and held.pod is before
+    changed = copy.deepcopy(pod)
+    changed["metadata"]["resourceVersion"] = "8"
+    scheduler.add_pod(changed)
+    assert scheduler.queue.get(uid).pod.raw["metadata"]["resourceVersion"] == "8"
