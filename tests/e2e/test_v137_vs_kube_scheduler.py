@@ -17,6 +17,11 @@ the case's nodes by its zone. In each cluster, in order:
    (case 1) is bound without it. A watch records every state the API server held.
 4. **FailedScheduling text**: a pod of 20 cpu, more than any node of its zone has. v1.37 no longer adds
    DynamicResources' ``no new claims to deallocate,`` to the message; compared word for word.
+5. **NodeDeclaredFeatures** (GA in 1.37): a pod whose container restarts all containers on exit code 42
+   (``restartPolicyRules`` action ``RestartAllContainers``, beta on in 1.37's API server) requires the
+   node feature ``RestartAllContainersOnContainerExits``. Of its two nodes only the smaller declares it
+   (``status.declaredFeatures``): the pod goes there; kept to the other node alone, it is unschedulable
+   with "node(s) didn't match Pod's required features".
 """
 
 from __future__ import annotations
@@ -43,7 +48,10 @@ NODES = {
     "ba-a-0": ("ba", "8", "8Gi"),
     "ba-b-1": ("ba", "8", "8Gi"),
     **storage_capacity.NODES,
+    "ndf-with-4": ("ndf-a", "8", "8Gi"),
+    "ndf-without-5": ("ndf-b", "16", "32Gi"),
 }
+FEATURE = "RestartAllContainersOnContainerExits"
 TIMEOUT = 60.0
 
 
@@ -59,12 +67,33 @@ OBJECTS: list[tuple[str, dict[str, Any]]] = [
 BALANCED = pod_manifest("balanced", NS, requests={"cpu": "1", "memory": "1Gi"}, affinity=in_zones("ba"))
 CLAIM = storage_capacity.claim(NS)
 WITH_CLAIM = storage_capacity.pod_with_claim(NS)
+RESTART_ALL = {
+    "restartPolicy": "Never",
+    "restartPolicyRules": [
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
+    ],
+}
+
+
+def restart_all(name: str, *zones: str) -> dict[str, Any]:
+    """A pod whose one container restarts every container of the pod when it exits with 42."""
+    body = pod_manifest(name, NS, requests={"cpu": "100m", "memory": "128Mi"}, affinity=in_zones(*zones))
+    body["spec"]["containers"][0].update(RESTART_ALL)
+    return body
+
+
+NEEDS_FEATURE = restart_all("needs-feature", "ndf-a", "ndf-b")
+NEEDS_FEATURE_ELSEWHERE = restart_all("needs-feature-elsewhere", "ndf-b")
+NO_FEATURE_MESSAGE = (
+    "0/6 nodes are available: 1 node(s) didn't match Pod's required features, 5 node(s) didn't match Pod's "
+    "node affinity/selector. preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling."
+)
 TOO_BIG = pod_manifest("too-big", NS, requests={"cpu": "20"}, affinity=in_zones("ba"))
 #: kube-scheduler v1.37.2's message for ``too-big`` (v1.34's had "no new claims to deallocate, " before
 #: "preemption")
 TOO_BIG_MESSAGE = (
-    "0/4 nodes are available: 2 Insufficient cpu, 2 node(s) didn't match Pod's node affinity/selector. "
-    "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+    "0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling."
 )
 
 
@@ -80,7 +109,7 @@ def outcome(cp: ClusterHarness, name: str) -> str:
 def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
     outcomes: dict[str, str] = {}
     with PodWatch(cp, NS) as watch, TestProvisioner(cp, NS, PROVISIONER) as provisioner:
-        for body in (BALANCED, CLAIM, WITH_CLAIM, TOO_BIG):
+        for body in (BALANCED, CLAIM, WITH_CLAIM, TOO_BIG, NEEDS_FEATURE, NEEDS_FEATURE_ELSEWHERE):
             path = PODS if body["kind"] == "Pod" else f"/api/v1/namespaces/{NS}/persistentvolumeclaims"
             cp.post(path, body)
             if body["kind"] == "Pod":
@@ -101,8 +130,16 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
     return {"outcomes": outcomes, "states": states, "failed_scheduling": failed, "problems": problems}
 
 
+def nodes() -> list[dict[str, Any]]:
+    bodies = sized_nodes(NODES)
+    for body in bodies:
+        if body["metadata"]["name"] == "ndf-with-4":
+            body["status"]["declaredFeatures"] = [FEATURE]
+    return bodies
+
+
 def cluster(state_dir: Path) -> Any:
-    return fresh_cluster(state_dir, sized_nodes(NODES), namespaces=[NS], objects=OBJECTS)
+    return fresh_cluster(state_dir, nodes(), namespaces=[NS], objects=OBJECTS)
 
 
 SIDE_BY_SIDE = SideBySide("v137", cluster, run)
@@ -115,6 +152,8 @@ def test_placements_are_kube_scheduler_v137s(
         "balanced": "ba-b-1",
         "with-claim": "cap-y-3",
         "too-big": f"unschedulable: {TOO_BIG_MESSAGE}",
+        "needs-feature": "ndf-with-4",
+        "needs-feature-elsewhere": f"unschedulable: {NO_FEATURE_MESSAGE}",
     }
     assert kopf_scheduler["outcomes"] == kube_scheduler["outcomes"]
 
