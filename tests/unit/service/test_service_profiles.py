@@ -183,7 +183,7 @@ def test_a_profile_is_logged_in_one_short_line() -> None:
     from kopf_scheduler.service.profiles import summary
 
     line = summary(Scheduler(FakeAPI()).build_profile(ProfileSpec(scheduler_name="x")).describe())
-    assert line.startswith("19 plugins; 13 filter; score TaintToleration=3, NodeAffinity=2, ")
+    assert line.startswith("20 plugins; 14 filter; score TaintToleration=3, NodeAffinity=2, ")
     assert line.endswith("; bind DefaultBinder") and "\n" not in line and len(line) < 250
 
 
