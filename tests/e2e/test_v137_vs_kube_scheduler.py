@@ -22,10 +22,15 @@ the case's nodes by its zone. In each cluster, in order:
    node feature ``RestartAllContainersOnContainerExits``. Of its two nodes only the smaller declares it
    (``status.declaredFeatures``): the pod goes there; kept to the other node alone, it is unschedulable
    with "node(s) didn't match Pod's required features".
+6. **Preempting a victim in PreBind cancels its binding** (1.36): a low-priority pod whose claim no
+   provisioner serves waits in VolumeBinding's PreBind on node ``pre-6``; a high-priority pod needing
+   that node's cpu preempts it. v1.37 stops the victim's binding in memory (a ``Preempted`` event "in
+   kube-scheduler memory", no deletion): the victim stays, unbound, and the preemptor is bound.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +40,7 @@ from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
 from pod_watch import PodWatch
 from side_by_side import Scheduler, SideBySide
 from storage_capacity import PROVISIONER, in_zones
-from volume_provisioner import TestProvisioner
+from volume_provisioner import SELECTED_NODE, TestProvisioner
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 
@@ -50,6 +55,7 @@ NODES = {
     **storage_capacity.NODES,
     "ndf-with-4": ("ndf-a", "8", "8Gi"),
     "ndf-without-5": ("ndf-b", "16", "32Gi"),
+    "pre-6": ("pre", "2", "4Gi"),
 }
 FEATURE = "RestartAllContainersOnContainerExits"
 TIMEOUT = 60.0
@@ -60,8 +66,26 @@ BEFORE = [
     pod_manifest("ba-held-a", NS, requests={"cpu": "5", "memory": "5Gi"}, nodeName="ba-a-0"),
     pod_manifest("ba-held-b", NS, requests={"memory": "7Gi"}, nodeName="ba-b-1"),
 ]
+SLOW_CLASS = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "StorageClass",
+    "metadata": {"name": "unserved"},
+    "provisioner": "unserved.e2e.kopf-scheduler.dev",
+    "volumeBindingMode": "WaitForFirstConsumer",
+}
+PRIORITIES = [
+    {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+    for name, value in (("low", 10), ("high", 1000))
+]
 OBJECTS: list[tuple[str, dict[str, Any]]] = [
     *storage_capacity.objects(NS),
+    ("/apis/storage.k8s.io/v1/storageclasses", SLOW_CLASS),
+    *(("/apis/scheduling.k8s.io/v1/priorityclasses", body) for body in PRIORITIES),
     *((PODS, body) for body in BEFORE),
 ]
 BALANCED = pod_manifest("balanced", NS, requests={"cpu": "1", "memory": "1Gi"}, affinity=in_zones("ba"))
@@ -85,15 +109,27 @@ def restart_all(name: str, *zones: str) -> dict[str, Any]:
 NEEDS_FEATURE = restart_all("needs-feature", "ndf-a", "ndf-b")
 NEEDS_FEATURE_ELSEWHERE = restart_all("needs-feature-elsewhere", "ndf-b")
 NO_FEATURE_MESSAGE = (
-    "0/6 nodes are available: 1 node(s) didn't match Pod's required features, 5 node(s) didn't match Pod's "
-    "node affinity/selector. preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling."
+    "0/7 nodes are available: 1 node(s) didn't match Pod's required features, 6 node(s) didn't match Pod's "
+    "node affinity/selector. preemption: 0/7 nodes are available: 7 Preemption is not helpful for scheduling."
+)
+UNSERVED_CLAIM = {
+    **storage_capacity.claim(NS),
+    "metadata": {"name": "unserved", "namespace": NS},
+}
+UNSERVED_CLAIM["spec"] = {**UNSERVED_CLAIM["spec"], "storageClassName": "unserved"}
+VICTIM = pod_manifest(
+    "victim", NS, requests={"cpu": "1500m"}, affinity=in_zones("pre"), priorityClassName="low",
+    volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "unserved"}}],
+)  # fmt: skip
+PREEMPTOR = pod_manifest(
+    "preemptor", NS, requests={"cpu": "1500m"}, affinity=in_zones("pre"), priorityClassName="high"
 )
 TOO_BIG = pod_manifest("too-big", NS, requests={"cpu": "20"}, affinity=in_zones("ba"))
 #: kube-scheduler v1.37.2's message for ``too-big`` (v1.34's had "no new claims to deallocate, " before
 #: "preemption")
 TOO_BIG_MESSAGE = (
-    "0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match Pod's node affinity/selector. "
-    "preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling."
+    "0/7 nodes are available: 2 Insufficient cpu, 5 node(s) didn't match Pod's node affinity/selector. "
+    "preemption: 0/7 nodes are available: 7 Preemption is not helpful for scheduling."
 )
 
 
@@ -120,6 +156,7 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
         wait_until(lambda: watch.states("with-claim")[-1][1] == "", 10, "with-claim seen bound by the watch")
         states = {name: watch.states(name) for name in ("balanced", "with-claim")}
         problems = watch.errors + provisioner.errors
+    outcomes.update(preempt_in_pre_bind(cp))
     failed = sorted(
         {
             e.get("message", "")
@@ -127,7 +164,45 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
             if e.get("reason") == "FailedScheduling" and e["involvedObject"].get("name") == "too-big"
         }
     )
-    return {"outcomes": outcomes, "states": states, "failed_scheduling": failed, "problems": problems}
+    return {
+        "outcomes": outcomes,
+        "states": states,
+        "failed_scheduling": failed,
+        "problems": problems,
+        "victim_events": events_of(cp, "victim"),
+    }
+
+
+def preempt_in_pre_bind(cp: ClusterHarness) -> dict[str, str]:
+    """Case 6: the victim waits in PreBind (its claim has a selected node, and nothing provisions it),
+    then the preemptor comes."""
+    cp.post(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", UNSERVED_CLAIM)
+    cp.post(PODS, VICTIM)
+
+    def selected() -> str:
+        claim = cp.get(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/unserved")
+        return str((claim["metadata"].get("annotations") or {}).get(SELECTED_NODE) or "")
+
+    wait_until(selected, TIMEOUT, "the victim's claim given a node (the victim in PreBind)")
+    cp.post(PODS, PREEMPTOR)
+    # the preemptor is unschedulable first (FailedScheduling: "preemption: found a potential placement")
+    bound = wait_until(
+        lambda: cp.get(f"{PODS}/preemptor")["spec"].get("nodeName"), TIMEOUT, "the preemptor bound"
+    )
+    victim = wait_until(lambda: outcome(cp, "victim"), TIMEOUT, "the victim unschedulable")
+    return {"preemptor": bound, "victim": victim.split(":")[0]}
+
+
+def events_of(cp: ClusterHarness, pod: str) -> list[tuple[str, str, str]]:
+    """``(type, reason, note)`` of the pod's events, uids replaced by ``<uid>``, sorted."""
+    found = set()
+    for e in cp.get(f"/api/v1/namespaces/{NS}/events")["items"]:
+        if e["involvedObject"].get("name") == pod:
+            note = re.sub(
+                r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uid>", e["message"]
+            )
+            found.add((e["type"], e["reason"], note))
+    return sorted(found)
 
 
 def nodes() -> list[dict[str, Any]]:
@@ -154,6 +229,8 @@ def test_placements_are_kube_scheduler_v137s(
         "too-big": f"unschedulable: {TOO_BIG_MESSAGE}",
         "needs-feature": "ndf-with-4",
         "needs-feature-elsewhere": f"unschedulable: {NO_FEATURE_MESSAGE}",
+        "preemptor": "pre-6",
+        "victim": "unschedulable",
     }
     assert kopf_scheduler["outcomes"] == kube_scheduler["outcomes"]
 
@@ -174,3 +251,15 @@ def test_failed_scheduling_message_is_word_for_word(
 ) -> None:
     assert kube_scheduler["failed_scheduling"] == [TOO_BIG_MESSAGE]
     assert kopf_scheduler["failed_scheduling"] == kube_scheduler["failed_scheduling"]
+
+
+def test_a_victim_in_prebind_has_its_binding_cancelled_not_its_pod_deleted(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    preempted = (
+        "Normal",
+        "Preempted",
+        "Preempted by pod <uid> on node pre-6 (in kube-scheduler memory).",
+    )
+    assert preempted in kube_scheduler["victim_events"]
+    assert kopf_scheduler["victim_events"] == kube_scheduler["victim_events"]
