@@ -410,9 +410,9 @@ class SchedulingQueue:
         self._move_pods(pods, event, old, new)
 
     def _unscheduled_pod_added(self, pod: PodInfo) -> None:
-        """A new pending pod may complete a gang waiting for its members (kube-scheduler sends
-        ``UnscheduledPodAdd`` with its GangScheduling feature). Sent only when a plugin of a known profile
-        registered it, so the pool is not scanned on every pod's arrival for nothing."""
+        """A new pending pod may complete a gang waiting for its members (kube-scheduler v1.37 sends
+        ``UnscheduledPodAdd`` only with GenericWorkload on, for its GangScheduling plugin; here it goes
+        to the pool whenever a plugin of a known profile registered it, as Coscheduling does)."""
         if not self._pool or not any(
             profile.registered(EVENT_UNSCHEDULED_POD_ADD) for profile in self._profiles.values()
         ):
