@@ -20,6 +20,7 @@ from typing import Any
 
 from kopf_scheduler.api.feature_gates import FeatureGateError
 from kopf_scheduler.api.schema import GROUP, KIND, PLURAL, VERSION
+from kopf_scheduler.framework import pod_requests
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestClient, load_connection
@@ -137,6 +138,8 @@ class SchedulerService:
             return
         # kube-scheduler's default plugin set depends on the gates (NodeDeclaredFeatures joins with its own)
         self.scheduler.defaults = default_plugins(self.scheduler.feature_gates)
+        # pods' requests with status (InPlacePodLevelResourcesVerticalScaling), read from here on
+        pod_requests.use_feature_gates(self.scheduler.feature_gates)
         if self.config.metrics.port:
             try:
                 server = MetricsServer(
