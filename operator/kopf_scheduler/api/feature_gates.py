@@ -12,15 +12,15 @@ settable. Dependencies (``defaultKubernetesFeatureGateDependencies``) are checke
 an enabled gate whose dependency is disabled is refused.
 
 ``IMPLEMENTED`` says what kopf-scheduler's code does today: a gate in ``READ`` is read by the code
-(``handle.feature_gates``) and either value is implemented; every other gate is behaved as on or behaved
-as off whatever its value. So ``--feature-gates`` accepts a gate only at a value the code implements; any other value is refused with a line naming it, never silently
-ignored. Defaults that the code does not follow at the emulated version (``FeatureGates.not_followed``)
-are said in the log at start, so the difference from kube-scheduler of that version is never silent
-either.
+(``handle.feature_gates``) and either value is implemented; every other gate is behaved as on or behaved as
+off whatever its value. So ``--feature-gates`` accepts a gate only at a value the code implements; any other
+value is refused with a line naming it, never silently ignored. Defaults that the code does not follow at the
+emulated version (``FeatureGates.not_followed``) are said in the log at start, so the difference from
+kube-scheduler of that version is never silent either.
 
-Emulated versions: kube-scheduler v1.37 emulates 1.34 to 1.37 (``--emulated-version``, floor: binary
-version less three minors). Without it, the API server's minor version chooses, clamped to
-``AUTO_VERSIONS`` (1.35 to 1.37).
+Emulated versions: kube-scheduler v1.37 emulates 1.34 to 1.37 (``--emulated-version``, read as
+component-base's flag reads it: ``1.36``, ``kube=1.36``, ``v1.36.0``; floor: binary version less three
+minors). Without it, the API server's minor version chooses, clamped to ``AUTO_VERSIONS`` (1.35 to 1.37).
 """
 
 from __future__ import annotations
@@ -199,13 +199,60 @@ def version_text(version: Version) -> str:
     return f"{version[0]}.{version[1]}"
 
 
-def parse_version(text: str) -> Version:
-    """``1.36`` (or ``kube=1.36``, as upstream's flag allows the component's name) as a version."""
-    value = text.strip().removeprefix("kube=")
-    m = re.fullmatch(r"v?(\d+)\.(\d+)", value)
+#: ``version.Parse`` (``k8s.io/apimachinery/pkg/util/version``): a semantic version if it is one, else a
+#: generic one (two or more numbers, whatever follows them ignored)
+_VERSION = re.compile(r"\s*v?([0-9]+(?:\.[0-9]+)*)(.*)")
+_EXTRA = re.compile(r"(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\s*")
+
+
+def _parse_version(text: str) -> tuple[tuple[int, ...], str]:
+    """The numbers of ``text`` and the version as upstream prints it; raises ``ValueError`` with
+    upstream's words."""
+    m = _VERSION.fullmatch(text)
     if m is None:
-        raise FeatureGateError(f"--emulated-version: must be major.minor (like 1.36), not {text!r}")
-    return int(m.group(1)), int(m.group(2))
+        raise ValueError(f'could not parse "{text}" as version')
+    numbers, extra = m.group(1).split("."), m.group(2)
+    semver = _EXTRA.fullmatch(extra) if len(numbers) == 3 else None
+    if semver is not None and not any(n.startswith("0") and n != "0" for n in numbers):
+        pre, build = semver.groups()
+        if not any(p.isdigit() and p.startswith("0") and p != "0" for p in (pre or "").split(".")):
+            return tuple(map(int, numbers)), ".".join(numbers) + (f"-{pre}" if pre else "") + (
+                f"+{build}" if build else ""
+            )
+    if len(numbers) < 2:
+        raise ValueError(f'illegal version string "{text}"')
+    if numbers[0].startswith("0") and numbers[0] != "0":
+        raise ValueError(f'illegal zero-prefixed version component "{numbers[0]}" in "{text}"')
+    parsed = tuple(map(int, numbers))
+    return parsed, ".".join(map(str, parsed))
+
+
+def parse_version(text: str) -> Version:
+    """``--emulated-version`` as upstream's flag reads it: comma-separated ``[component=]version`` items
+    (``1.36``, ``kube=1.36``, ``v1.36.0``) whose only component is ``kube``; a patch version other than 0
+    is refused."""
+    versions: dict[str, tuple[tuple[int, ...], str]] = {}
+    for item in text.split(","):
+        component, value = "kube", item
+        if "=" in item:
+            component, value = (part.strip() for part in item.split("=", 1))
+        try:
+            numbers, shown = _parse_version(value)
+        except ValueError as e:
+            raise FeatureGateError(f"--emulated-version: {e}") from None
+        if len(numbers) > 2 and numbers[2] != 0:
+            raise FeatureGateError(f"--emulated-version: patch version not allowed, got: {component}={shown}")
+        if component in versions:
+            raise FeatureGateError(
+                f"--emulated-version: duplicate version flag, {component}={versions[component][1]} and "
+                f"{component}={shown}"
+            )
+        versions[component] = numbers, shown
+    for component in sorted(versions):
+        if component != "kube":
+            raise FeatureGateError(f"--emulated-version: component not registered: {component}")
+    numbers = versions["kube"][0]
+    return numbers[0], numbers[1]
 
 
 def spec_at(name: str, version: Version) -> GateSpec:

@@ -149,8 +149,8 @@ def add_parser(sub: Any, name: str) -> None:
         "--emulated-version",
         default="",
         metavar="1.3X",
-        help="whose gate defaults apply (1.34 to 1.37); default: the API server's minor version, within "
-        "1.35 to 1.37",
+        help="whose gate defaults apply, 1.34 to 1.37, as kube-scheduler's flag reads it (1.36, kube=1.36); "
+        "default: the API server's minor version, within 1.35 to 1.37",
     )
     parser.add_argument(
         "-v",
