@@ -108,10 +108,10 @@ _EXTENSION_POINT_DESCRIPTIONS = {
     "postBind": "Plugins informed after a successful binding.",
     "placementGenerate": "Plugins that propose placements for a pod group (kube-scheduler's GenericWorkload "
     "feature); kopf-scheduler has none, so this set may only disable.",
-    "placementScore": "Plugins that rank a pod group's placements (GenericWorkload); kopf-scheduler has none, "
-    "so this set may only disable.",
-    "podGroupPostFilter": "Plugins run when a pod group cannot be scheduled (GenericWorkload); kopf-scheduler "
-    "has none, so this set may only disable.",
+    "placementScore": "Plugins that rank a pod group's placements (GenericWorkload); kopf-scheduler has "
+    "none, so this set may only disable.",
+    "podGroupPostFilter": "Plugins run when a pod group cannot be scheduled (GenericWorkload); "
+    "kopf-scheduler has none, so this set may only disable.",
 }
 
 
