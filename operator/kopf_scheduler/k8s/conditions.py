@@ -48,7 +48,8 @@ def pod_scheduled_false(reason: str, message: str, generation: int | None = None
         "message": message,
     }
     if generation:
-        # PodObservedGenerationTracking (beta, on by default since v1.34): the API server drops it when off
+        # PodObservedGenerationTracking (beta and on at 1.34, GA and locked on since 1.35): an API server
+        # with the gate off drops it
         condition["observedGeneration"] = generation
     return condition
 

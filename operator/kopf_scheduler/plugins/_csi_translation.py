@@ -61,7 +61,8 @@ CSI_DRIVERS = {
 }
 _ALWAYS_MIGRATED = frozenset({AWS_EBS, GCE_PD, AZURE_DISK, CINDER, PORTWORX})
 
-#: in-tree plugins the volume binder translates (``isCSIMigrationOnForPlugin``, v1.34's gates)
+#: in-tree plugins the volume binder translates (``isCSIMigrationOnForPlugin``, v1.37.2: Portworx no longer
+#: behind a gate)
 BINDER_MIGRATED = frozenset({AWS_EBS, GCE_PD, AZURE_DISK, CINDER, PORTWORX})
 #: in-tree plugin -> its CSI driver's zone topology key (the others' translation keeps the affinity)
 TOPOLOGY_KEYS = {

@@ -1,4 +1,6 @@
-"""The unschedulable pool: pods that wait for a cluster event (kube-scheduler's ``unschedulablePods``).
+"""The unschedulable pool: pods that wait for a cluster event (kube-scheduler v1.37's
+``unschedulableEntities``, formerly ``unschedulablePods``; pods only, as pod groups need the GenericWorkload
+gate, off).
 
 It holds two kinds of pods, told apart by ``QueuedPodInfo.gated_by``: pods a plugin rejected in a
 scheduling attempt, and pods a PreEnqueue plugin keeps out of the active queue ("gated"). Both leave only

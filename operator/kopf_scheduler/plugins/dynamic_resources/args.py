@@ -2,7 +2,7 @@
 defaults them and checked as v1.37's ``ValidateDynamicResourcesArgs`` checks them, with its messages:
 
 - ``filterTimeout``: how long Filter may search one node for devices before it gives up on that node
-  (``DRASchedulerFilterTimeout``, beta and on since v1.34; default 10s; 0 means no limit);
+  (``DRASchedulerFilterTimeout``, beta and on from v1.34 to v1.37.2; default 10s; 0 means no limit);
 - ``bindingTimeout``: how long PreBind may wait for the device binding conditions of the pod's claims
   (default 10m while ``DRADeviceBindingConditions`` and ``DRAResourceClaimDeviceStatus`` are both on, as
   from v1.36; at least 1s; refused while either is off).

@@ -3,7 +3,7 @@ the configured strategy (``noderesources/fit.go`` and ``resource_allocation.go``
 
 Filter: ``Too many pods`` when the pod count is at the limit; ``Insufficient <resource>`` for each
 requested resource that does not fit in ``allocatable - requested``. The status is unresolvable when a
-request exceeds the node's whole allocatable (preemption cannot help, upstream since v1.34).
+request exceeds the node's whole allocatable (preemption cannot help; upstream since v1.34, still at v1.37.2).
 Score: CPU and memory use non-zero requests (100m / 200 MiB for containers without requests); other
 resources count only when the pod requests them.
 """

@@ -8,7 +8,7 @@ whose selector comes from the Services and controllers that select or own the po
 
 Selector semantics kept from upstream: a missing ``labelSelector`` matches nothing (and ``matchLabelKeys``
 cannot widen it); an empty one ``{}`` matches every pod's labels, but counting existing pods with it
-yields 0 (``countPodsMatchSelector`` short-circuits on an empty selector in v1.34). Only pods in the
+yields 0 (``countPodsMatchSelector`` short-circuits on an empty selector, as at v1.37.2). Only pods in the
 incoming pod's namespace that are not terminating are counted.
 """
 
@@ -67,7 +67,7 @@ class Constraint:
 def _merge_match_label_keys(
     selector: LabelSelector | None, keys: Sequence[str], pod_labels: Mapping[str, str]
 ) -> LabelSelector | None:
-    # The scheduler still merges in v1.34 even though the API server now does it at pod creation: an
+    # The scheduler still merges at v1.37.2 even though the API server now does it at pod creation: an
     # already merged key=value requirement ANDed again changes nothing.
     pairs = [(k, pod_labels[k]) for k in keys if k in pod_labels]
     if not pairs or selector is None:

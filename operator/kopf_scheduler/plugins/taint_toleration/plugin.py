@@ -49,10 +49,11 @@ from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins._helpers import default_normalize_score
 
 NAME = names.TAINT_TOLERATION
-#: The filter's rejection reason as kube-scheduler v1.34.10 words it. Up to v1.34.1 the text named the
+#: The filter's rejection reason as kube-scheduler v1.37.2 words it. Up to v1.34.1 the text named the
 #: first untolerated taint (``node(s) had untolerated taint {KEY: VALUE}``); PR #134740 (v1.35) replaced
 #: it with this generic text because taint keys and values may be sensitive, and its cherry-pick to
-#: release-1.34 (PR #135023, merged November 2025) carries the generic text into the later v1.34 patches.
+#: release-1.34 (PR #135023, merged November 2025) carries the generic text into the later v1.34 patches
+#: (v1.34.10 words it so too).
 ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 
 #: the taint effects the filter enforces (upstream's ``DoNotScheduleTaintsFilterFunc``).

@@ -58,8 +58,9 @@ def find_matching_volume(
     excluded: Collection[str],
     delay_binding: bool,
 ) -> PersistentVolume | None:
-    """``FindMatchingVolume`` (VolumeAttributesClass on, GA since v1.34): a volume already bound to the
-    claim if its node affinity holds, else the smallest available volume that fits the claim."""
+    """``FindMatchingVolume`` (component-helpers v0.37.2; VolumeAttributesClass on: GA since v1.34, locked
+    on since v1.36): a volume already bound to the claim if its node affinity holds, else the smallest
+    available volume that fits the claim."""
     requested = claim.request
     wanted_class = claim_class(claim)
     smallest: PersistentVolume | None = None
