@@ -22,7 +22,9 @@ VICTIM = PodInfo(
         "status": {},
     }
 )
-CONFLICT = (  # kube-apiserver v1.34's words (tests/e2e/test_preemption_victim_uid_e2e.py)
+#: kube-apiserver's words, v1.34 to v1.37.2 (k8s.io/apiserver's registry/rest/delete.go;
+#: tests/e2e/test_preemption_victim_uid_e2e.py)
+CONFLICT = (
     b'{"kind":"Status","status":"Failure","reason":"Conflict","code":409,"message":"Operation cannot be '
     b'fulfilled on Pod \\"low\\": the UID in the precondition (uid-low) does not match the UID in record '
     b'(uid-new). The object might have been deleted and then recreated"}'

@@ -1,4 +1,4 @@
-"""NodeVolumeLimits: upstream's ``TestCSILimits`` table (``nodevolumelimits/csi_test.go``, v1.34) with
+"""NodeVolumeLimits: upstream's ``TestCSILimits`` table (``nodevolumelimits/csi_test.go``, v1.37.2) with
 its fixtures rebuilt: four claims and volumes per driver (``csi-<driver>-<j>``, in-tree ones as AWS EBS
 or hostPath volumes), claims ``csi-4`` (unbound, class ``csi-sc``), ``csi-5`` (no class), ``csi-6``
 (bound to a missing volume), the class's provisioner the first driver, the node's CSINode per

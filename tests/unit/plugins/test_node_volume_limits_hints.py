@@ -1,6 +1,6 @@
 """NodeVolumeLimits' queueing hints: upstream's ``TestCSILimitsQHint``, ``TestCSILimitsAddedPVCQHint``,
 ``TestCSILimitsDeletedVolumeAttachmentQHint`` and ``TestCSILimitsAfterCSINodeUpdatedQHint``
-(``nodevolumelimits/csi_test.go``, v1.34), and the events the plugin registers."""
+(``nodevolumelimits/csi_test.go``, v1.37.2), and the events the plugin registers."""
 
 from __future__ import annotations
 

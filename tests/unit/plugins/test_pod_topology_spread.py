@@ -1,6 +1,6 @@
 """PodTopologySpread: args, pre-filter state, filter, add/remove-pod extensions and queueing hints.
 
-Cases and expectations follow upstream's ``podtopologyspread/{filtering,plugin}_test.go`` (v1.34).
+Cases and expectations follow upstream's ``podtopologyspread/{filtering,plugin}_test.go`` (v1.37.2).
 """
 
 from __future__ import annotations
@@ -719,7 +719,7 @@ FILTER_CASES = [
         ],
         [U, U, U, U],
     ),
-    # v1.34: an empty selector ({}) counts no existing pod, but the incoming pod matches it
+    # v1.37.2 (as v1.34): an empty selector ({}) counts no existing pod, but the incoming pod matches it
     (
         "empty-selector-counts-nothing",
         incoming(spread(1, "node", selector={})),

@@ -1,6 +1,6 @@
 """VolumeBinding with in-tree volumes migrated to CSI (``tryTranslatePVToCSI``): upstream's
 ``TestFindPodVolumesWithCSIMigration`` and ``TestCheckBindingsWithCSIMigration`` (``binder_test.go``,
-v1.34), the node-affinity translation of csi-translation-lib (``TestTranslateTopologyFromInTreeToCSI``,
+v1.37.2), the node-affinity translation of csi-translation-lib (``TestTranslateTopologyFromInTreeToCSI``,
 ``TestAddTopology``), and untranslatable volumes failing the filter with upstream's message."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""VolumeRestrictions: upstream's tables (``volume_restrictions_test.go``, v1.34) for the in-tree disk
+"""VolumeRestrictions: upstream's tables (``volume_restrictions_test.go``, v1.37.2) for the in-tree disk
 conflicts, ReadWriteOncePod claims and the queueing hints, plus the pre-filter extensions preemption
 uses and what upstream leaves untested (read-only mounts, RBD's defaulted pool, unreadable volumes)."""
 

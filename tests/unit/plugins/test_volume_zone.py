@@ -1,4 +1,4 @@
-"""VolumeZone: upstream's tables (``volume_zone_test.go``, v1.34): single zone, multi-zone labels,
+"""VolumeZone: upstream's tables (``volume_zone_test.go``, v1.37.2): single zone, multi-zone labels,
 claims not yet bound, and the queueing hints, with whole statuses.
 
 Upstream's tests read fakes whose not-found texts are plural (``storageclasses.storage.k8s.io``) and a
