@@ -79,7 +79,7 @@ def label_name_error(key: str) -> str | None:
     prefix, _, name = key.rpartition("/")
     if key.count("/") > 1:
         return (
-            "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+            "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and "
             "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used "
             "for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain "
             "prefix and '/' (e.g. 'example.com/MyName')"

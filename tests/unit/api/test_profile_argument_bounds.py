@@ -173,7 +173,7 @@ def test_extender_strings_are_bounded(field: str, value: Any, message: str) -> N
             "NodeResourcesFit",
             {"ignoredResources": ["bad/name/x"]},
             False,
-            'ignoredResources[0]: Invalid value: "bad/name/x": a qualified name must consist of',
+            'ignoredResources[0]: Invalid value: "bad/name/x": a valid label key must consist of',
         ),
     ],
     ids=[

@@ -866,11 +866,6 @@ UPSTREAM_FIT_ARGS = [
         "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. "
         "'example.com/MyName')",
         id="ignored-resources-too-many-slashes",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="plugins/_helpers.label_name_error still words it as apimachinery v0.34 did "
-            "('a qualified name must consist of ...'); v0.37's content.IsLabelKey says 'a valid label key'",
-        ),
     ),
     pytest.param({"ignoredResources": ["example.com"]}, None, id="ignored-resources-valid"),
     pytest.param({"ignoredResourceGroups": ["example.com"]}, None, id="ignored-resource-groups-valid"),

@@ -53,7 +53,7 @@ def _qualified_name_errors(value: str) -> list[str]:
     errs: list[str] = []
     if len(parts) > 2:
         return [
-            "a qualified name "
+            "a valid label key "
             + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
@@ -64,13 +64,13 @@ def _qualified_name_errors(value: str) -> list[str]:
             errs.append("prefix part must be non-empty")
         else:
             if len(prefix) > 253:
-                errs.append("prefix part must be no more than 253 characters")
+                errs.append("prefix part must be no more than 253 bytes")
             if not _DNS1123.match(prefix):
                 errs.append("prefix part " + _regex_error(_DNS1123_MSG, _DNS1123_FMT, "example.com"))
     if not name:
         errs.append("name part must be non-empty")
     elif len(name) > 63:
-        errs.append("name part must be no more than 63 characters")
+        errs.append("name part must be no more than 63 bytes")
     if not _QNAME.match(name):
         errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
     return errs
@@ -79,7 +79,7 @@ def _qualified_name_errors(value: str) -> list[str]:
 def _label_value_errors(value: str) -> list[str]:
     errs = []
     if len(value) > 63:
-        errs.append("must be no more than 63 characters")
+        errs.append("must be no more than 63 bytes")
     if not _LABEL_VALUE.match(value):
         errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
     return errs
