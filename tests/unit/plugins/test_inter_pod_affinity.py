@@ -378,11 +378,10 @@ SINGLE_NODE = [
         None,
         None,
     ),
-    # v1.34: the merged term keeps its selector (mergeAffinityTermNamespacesIfNotEmpty gets the term by
-    # value) and is matched with nil namespace labels, so a selector the empty label set satisfies sees
-    # every namespace, here one whose "team" label it excludes.
+    # v1.37.2: the merged term's selector matches no namespace (mergeAffinityTermNamespacesIfNotEmpty takes
+    # the term by pointer), so a selector the empty label set satisfies sees only the namespaces it picks
     (
-        "anti-affinity-namespace-selector-satisfied-by-no-labels-sees-every-namespace",
+        "anti-affinity-negative-namespace-selector-sees-only-picked-namespaces",
         pod(
             labels=S1,
             namespace="subteam1.team1",
@@ -392,10 +391,10 @@ SINGLE_NODE = [
         ),
         [pod("e", SEC_SCAN, node="node1", namespace="subteam1.team2")],
         None,
-        ANTI,
+        None,
     ),
     (
-        "affinity-namespace-selector-picking-no-namespace-still-sees-every-namespace",
+        "affinity-namespace-selector-picking-no-namespace-sees-none",
         pod(
             labels=S1,
             aff=affinity(
@@ -404,7 +403,7 @@ SINGLE_NODE = [
         ),
         [pod("e", SEC_SCAN, node="node1", namespace="subteam1.team2")],
         None,
-        None,
+        AFFINITY,
     ),
 ]
 
@@ -656,6 +655,47 @@ def test_unknown_namespaces_pick_nothing_but_empty_selector_picks_all() -> None:
         state = CycleState()
         assert plugin.pre_filter(state, incoming, snapshot.node_infos) == (None, None)
         assert plugin.filter(state, incoming, snapshot.node_infos[0]) == expected
+
+
+def test_negative_namespace_selector_ignores_pods_of_namespaces_it_excludes() -> None:
+    """Upstream's ``TestFastTrackInterPodAffinity`` step 3 (v1.37.2, gate off): anti-affinity to app=blocked
+    in namespaces without a "team" label; the only such pod is in blue-ns (team=blue), so node-1 fits."""
+    nodes = [
+        node("node-1", {"kubernetes.io/hostname": "node-1", "topology.kubernetes.io/zone": "zone-a"}),
+        node("node-2", {"kubernetes.io/hostname": "node-2", "topology.kubernetes.io/zone": "zone-b"}),
+    ]
+    existing = [
+        pod("pod-no-rules-foo", {"app": "foo"}, node="node-1"),
+        pod(
+            "pod-in-ns-with-team-label",
+            {"app": "blocked", "team": "blue"},
+            node="node-1",
+            namespace="blue-ns",
+        ),
+        pod("pod-no-rules-bar", {"app": "bar"}, node="node-2"),
+    ]
+    incoming = PodInfo(
+        pod(
+            "pod-3",
+            {"app": "baz"},
+            namespace="other",
+            aff=affinity(
+                anti=[
+                    _in(
+                        "app",
+                        "topology.kubernetes.io/zone",
+                        "blocked",
+                        ns_selector={"matchExpressions": [NO_TEAM]},
+                    )
+                ]
+            ),
+        )
+    )
+    snapshot = snapshot_of(nodes, existing)
+    plugin = plugin_for(snapshot, namespaces={"default": {}, "other": {}, "blue-ns": {"team": "blue"}})
+    state = CycleState()
+    assert plugin.pre_filter(state, incoming, snapshot.node_infos) == (None, None)
+    assert plugin.filter(state, incoming, snapshot.node_infos[0]) is None
 
 
 # -- pre-filter state and add/remove-pod ----------------------------------------------------------------

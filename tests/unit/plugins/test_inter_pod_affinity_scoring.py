@@ -1,6 +1,6 @@
 """InterPodAffinity: pre-score, score and normalize.
 
-Cases and expectations follow upstream's ``interpodaffinity/scoring_test.go`` (v1.34).
+Cases and expectations follow upstream's ``interpodaffinity/scoring_test.go`` (v1.37.2).
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ STAY_S1_AWAY_S2 = affinity(preferred=[_sec(8, "region", "S1")], preferred_anti=[
 NS_SELECTOR = {"namespaces": ["subteam2.team2"], "ns_selector": TEAM1}
 AFFINITY_NS = affinity(preferred=[_sec(5, "region", "S1", **NS_SELECTOR)])
 ANTI_NS = affinity(preferred_anti=[_sec(5, "region", "S1", **NS_SELECTOR)])
+NOT_TEAM1 = {"matchExpressions": [expr("team", "NotIn", "team1")]}
+AFFINITY_NEGATIVE_NS = affinity(preferred=[_sec(5, "region", "S1", ns_selector=NOT_TEAM1)])
+ANTI_NEGATIVE_NS = affinity(preferred_anti=[_sec(5, "region", "S1", ns_selector=NOT_TEAM1)])
 INVALID = affinity(
     preferred=[weighted(8, term(expr("security", "In", "{{.bad-value.}}"), topology="region"))]
 )
@@ -328,6 +331,32 @@ PREFERRED = [
         _nodes(CHINA, INDIA),
         None,
         [0, M],
+    ),
+    # upstream's "(Anti)Affinity with pods correctly enforcing negative NamespaceSelector" (v1.37.2): the
+    # merged term's selector matches no namespace, so NotIn team1 sees only the team2 namespaces
+    (
+        "affinity-negative-namespace-selector",
+        pod(labels=S1, namespace="subteam1.team1", aff=AFFINITY_NEGATIVE_NS),
+        [
+            _on("node1", S1, namespace="subteam1.team1"),
+            _on("node1", S1, namespace="subteam1.team1"),
+            _on("node2", S1, namespace="subteam1.team2"),
+        ],
+        _nodes(CHINA, INDIA),
+        None,
+        [0, M],
+    ),
+    (
+        "anti-affinity-negative-namespace-selector",
+        pod(labels=S1, namespace="subteam1.team1", aff=ANTI_NEGATIVE_NS),
+        [
+            _on("node1", S1, namespace="subteam1.team1"),
+            _on("node1", S1, namespace="subteam1.team1"),
+            _on("node2", S1, namespace="subteam1.team2"),
+        ],
+        _nodes(CHINA, INDIA),
+        None,
+        [M, 0],
     ),
     ("no-nodes", pod(labels=S2), [], [], SKIP, []),
 ]

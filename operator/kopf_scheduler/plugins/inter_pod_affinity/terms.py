@@ -8,10 +8,9 @@
   ``mismatchLabelKeys`` are merged into ``labelSelector`` by the API server when the pod is created, so the
   scheduler ignores them, as upstream does.
 - The incoming pod's selector-based namespaces are resolved once per cycle (``merged``) against the
-  namespaces known to the plugin; existing pods' terms keep their selector, matched against the incoming
-  pod's namespace labels. The incoming pod's merged terms keep their selector too, and are matched with no
-  namespace labels, as kube-scheduler v1.34 does (see ``AffinityTerm.merged``): a selector an empty label
-  set satisfies (only ``NotIn`` and ``DoesNotExist`` requirements) makes such a term see every namespace.
+  namespaces known to the plugin, and the merged term's selector then matches no namespace (see
+  ``AffinityTerm.merged``); existing pods' terms keep their selector, matched against the incoming pod's
+  namespace labels.
 
 Parsed terms are cached on ``PodInfo.extra`` (PodInfos are reused across cycles). A group of terms that
 cannot be parsed is empty, and the pod records the error, as upstream's ``PodInfo.Update`` does.
@@ -62,13 +61,12 @@ class AffinityTerm:
         return self.selector is not None and self.selector.matches(pod.labels)
 
     def merged(self, namespaces: NamespaceLister) -> AffinityTerm:
-        """This term with the namespaces its non-empty namespace selector picks now added.
-
-        The selector stays, as in kube-scheduler v1.34: ``mergeAffinityTermNamespacesIfNotEmpty``
-        (``interpodaffinity/plugin.go``) gets the ``fwk.AffinityTerm`` by value, so the namespaces it adds
-        land in the shared set but its ``at.NamespaceSelector = labels.Nothing()`` is lost; the merged term
-        is then matched with nil namespace labels (``podMatchesAllAffinityTerms``, the scoring's
-        ``processTerms(..., nil, ...)``), where the selector still answers for the empty label set.
+        """This term with the namespaces its non-empty namespace selector picks now added, and that
+        selector replaced by one matching no namespace: upstream's ``mergeAffinityTermNamespacesIfNotEmpty``
+        (``interpodaffinity/plugin.go`` at v1.37.2, which takes the term by pointer and sets
+        ``at.NamespaceSelector = labels.Nothing()``). The merged term is matched with nil namespace labels
+        (``podMatchesAllAffinityTerms``, the scoring's ``processTerms(..., nil, ...)``), so a selector the
+        empty label set satisfies (``NotIn``, ``DoesNotExist``) sees only the namespaces it picked.
         """
         ns_selector = self.namespace_selector
         if ns_selector is None or ns_selector.empty:
@@ -76,7 +74,7 @@ class AffinityTerm:
         picked = {
             name for name in namespaces.names() if ns_selector.matches(namespaces.labels(name) or _EMPTY)
         }
-        return AffinityTerm(self.namespaces | picked, self.selector, self.topology_key, ns_selector)
+        return AffinityTerm(self.namespaces | picked, self.selector, self.topology_key, None)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, AffinityTerm) and other._key == self._key
