@@ -1,6 +1,6 @@
 """Victims on one node (``SelectVictimsOnNode``): all lower-priority pods out, then reprieved most
 important first, budget-violating ones before the others; and the PodDisruptionBudget accounting
-(``filterPodsWithPDBViolation``)."""
+(``FilterVictimsWithPDBViolation``, v1.37.2)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,66 @@ def budgets(*objs: Any) -> list[DisruptionBudget]:
     ],
 )
 def test_filter_pods_with_pdb_violation(pods: list[PodInfo], pdbs: list[Any], violating: list[str]) -> None:
+    bad, good = filter_pods_with_pdb_violation(pods, budgets(*pdbs))
+    assert [p.name for p in bad] == violating
+    assert [p.name for p in good] == [p.name for p in pods if p.name not in violating]
+
+
+# upstream's TestFilterVictimsWithPDBViolation (framework/preemption/util_test.go at v1.37.2); a pod group
+# victim's ViolateCount is the number of its pods listed here as violating
+UPSTREAM_PDB_CASES = [
+    ("no victims, no PDBs", [], [], []),
+    ("victim with no matching PDBs", [pod("p1", "", app="foo")], [pdb("b", 0, app="bar")], []),
+    (
+        "victim matching PDB, adequate DisruptionsAllowed",
+        [pod("p1", app="foo")],
+        [pdb("b", 1, app="foo")],
+        [],
+    ),
+    ("victim matching PDB, no DisruptionsAllowed", [pod("p1", app="foo")], [pdb("b", 0, app="foo")], ["p1"]),
+    (
+        "podgroup victim with multiple pods, all violating",
+        [pod("p1", app="foo"), pod("p2", app="foo")],
+        [pdb("b", 0, app="foo")],
+        ["p1", "p2"],
+    ),
+    (
+        "podgroup victim with multiple pods, none violating",
+        [pod("p1", app="foo"), pod("p2", app="foo")],
+        [pdb("b", 2, app="foo")],
+        [],
+    ),
+    (
+        "multiple victims matching the same PDB",
+        [pod("p1", app="foo"), pod("p2", app="foo")],
+        [pdb("b", 1, app="foo")],
+        ["p2"],
+    ),
+    ("pod in DisruptedPods is ignored", [pod("p1", app="foo")], [pdb("b", 0, ("p1",), app="foo")], []),
+    ("PDB with empty selector", [pod("p1", app="foo")], [pdb("b", 0)], []),
+    (
+        "Multiple PDBs",
+        [pod("p1", app="foo", tier="backend")],
+        [pdb("a", 1, app="foo"), pdb("b", 0, tier="backend")],
+        ["p1"],
+    ),
+    # v1.37.2 stops counting down at the first budget a pod exceeds: p1 exceeds "a" and leaves "b" at
+    # one, so p2 (only in "b") fits it (v1.34 counted "b" down for p1 too, and p2 violated it)
+    (
+        "budgets after the first exceeded are not counted down",
+        [pod("p1", app="foo", tier="backend"), pod("p2", tier="backend")],
+        [pdb("a", 0, app="foo"), pdb("b", 1, tier="backend")],
+        ["p1"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "pdbs", "violating"), [c[1:] for c in UPSTREAM_PDB_CASES], ids=[c[0] for c in UPSTREAM_PDB_CASES]
+)
+def test_filter_victims_with_pdb_violation_upstream(
+    pods: list[PodInfo], pdbs: list[Any], violating: list[str]
+) -> None:
     bad, good = filter_pods_with_pdb_violation(pods, budgets(*pdbs))
     assert [p.name for p in bad] == violating
     assert [p.name for p in good] == [p.name for p in pods if p.name not in violating]

@@ -45,25 +45,32 @@ def terminating_by_preemption(pod: PodInfo) -> bool:
 def filter_pods_with_pdb_violation(
     pods: Iterable[PodInfo], pdbs: Sequence[DisruptionBudget]
 ) -> tuple[list[PodInfo], list[PodInfo]]:
-    """Splits ``pods`` (order kept) into those whose eviction would exceed a budget and the others.
+    """Splits ``pods`` (order kept) into those whose eviction would exceed a budget and the others
+    (upstream's ``FilterVictimsWithPDBViolation``, ``framework/preemption/util.go`` at v1.37.2, one pod per
+    victim).
 
-    Each matching budget is counted down per pod, so the second pod of a budget allowing one disruption
-    violates it; a pod the budget already lists as disrupted is not counted again.
+    The matching budgets are counted down per pod, in order, up to the first one the pod exceeds: the
+    budgets after it are not counted down for that pod. So the second pod of a budget allowing one
+    disruption violates it, and a pod the budget already lists as disrupted is not counted again.
     """
     allowed = [b.disruptions_allowed for b in pdbs]
     violating: list[PodInfo] = []
     others: list[PodInfo] = []
     for pod in pods:
-        violated = False
-        if pod.labels:
-            for i, budget in enumerate(pdbs):
-                if not budget.covers(pod.namespace, pod.labels) or pod.name in budget.disrupted_pods:
-                    continue
-                allowed[i] -= 1
-                if allowed[i] < 0:
-                    violated = True
-        (violating if violated else others).append(pod)
+        (violating if _violates(pod, pdbs, allowed) else others).append(pod)
     return violating, others
+
+
+def _violates(pod: PodInfo, pdbs: Sequence[DisruptionBudget], allowed: list[int]) -> bool:
+    if not pod.labels:
+        return False
+    for i, budget in enumerate(pdbs):
+        if not budget.covers(pod.namespace, pod.labels) or pod.name in budget.disrupted_pods:
+            continue
+        allowed[i] -= 1
+        if allowed[i] < 0:
+            return True
+    return False
 
 
 def _unfollowed(state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> None:
