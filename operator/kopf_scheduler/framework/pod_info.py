@@ -286,6 +286,9 @@ class QueuedPodInfo:
     last_failure_was_error: bool = False
     #: the sequence number of file or arrival order: the last tie-breaker for a stable queue.
     sequence: int = 0
+    #: the leftover flush took the pod from the unschedulable pool and no attempt failed since, nor did
+    #: PreEnqueue gate it (upstream's ``WasFlushedFromUnschedulable``; ``pod_scheduled_after_flush_total``)
+    was_flushed: bool = False
 
     @property
     def key(self) -> str:

@@ -149,12 +149,15 @@ class Scheduler(EventHandlers):
         self.objects = ClusterObjects(WATCHED_KINDS)
         #: the pods of each PodGroup (pod-group label), read by Coscheduling and the PodGroup status
         self.group_members = GroupMembersIndex()
+        #: extension-point timings and attempts' outcomes, for whoever subscribes (the metrics)
+        self.recorder = Recorder()
         self.queue = SchedulingQueue(
             PrioritySort(),
             self.profiles.get,
             self.clock,
             initial_backoff=initial_backoff,
             max_backoff=max_backoff,
+            recorder=self.recorder,
         )
         self.next_start_node_index = 0
         self.binding_conflicts = 0
@@ -171,8 +174,6 @@ class Scheduler(EventHandlers):
         self.wait_for_extenders = False
         #: pending pods whose schedulerName no profile serves (yet): queued when a profile claims it
         self._unserved: dict[str, PodInfo] = {}
-        #: extension-point timings and attempts' outcomes, for whoever subscribes (the metrics)
-        self.recorder = Recorder()
         #: every profile is a shadow (``kopf-scheduler run --shadow``): nothing is bound
         self.shadow_all = False
         #: the verdicts of shadow profiles on other schedulers' bindings (``shadow``)

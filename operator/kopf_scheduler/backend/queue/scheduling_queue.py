@@ -22,6 +22,9 @@ pushes are O(log n) and never scan a pool (events and the leftover flush scan th
 as kube-scheduler does, except that an event all of whose matching registrations have keyed hints visits
 only the members sharing a key with it: see ``profile_events.KeyedHint``).
 
+The queue counts what the metrics read at scrape time: pods entering each queue by event (``incoming``),
+sizes (``counts``), rejecting plugins (``rejectors``); PreEnqueue's duration goes to ``recorder``.
+
 The queue is single-threaded (one asyncio loop): only ``pop`` and ``run`` await.
 """
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
@@ -43,6 +47,16 @@ from kopf_scheduler.backend.queue.backoff import (
 from kopf_scheduler.backend.queue.change_events import node_update_events, pod_update_events
 from kopf_scheduler.backend.queue.heap import KeyedHeap, LessKey
 from kopf_scheduler.backend.queue.in_flight import InFlight
+from kopf_scheduler.backend.queue.incoming import (
+    ACTIVE,
+    BACKOFF,
+    BACKOFF_COMPLETE,
+    GATED,
+    POP_FROM_BACKOFF_Q,
+    SCHEDULE_ATTEMPT_FAILURE,
+    UNSCHEDULABLE,
+    IncomingCounts,
+)
 from kopf_scheduler.backend.queue.nominator import Nominator
 from kopf_scheduler.backend.queue.profile_events import (
     ProfileEvents,
@@ -68,13 +82,11 @@ from kopf_scheduler.framework.events import (
 from kopf_scheduler.framework.interface import QueueSortPlugin
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.status import Code, Status
 
-#: where a pod is (``location``) or went (``add_unschedulable_if_not_present``)
-ACTIVE = "active"
-BACKOFF = "backoff"
-UNSCHEDULABLE = "unschedulable"
-GATED = "gated"
+#: where a pod is (``location``) or went (``add_unschedulable_if_not_present``): ``ACTIVE``, ``BACKOFF``,
+#: ``UNSCHEDULABLE``, ``GATED`` (the queues' metric labels) or in flight
 IN_FLIGHT = "in_flight"
 
 #: a rejected pod waits at most this long for an event (``DefaultPodMaxInUnschedulablePodsDuration``)
@@ -103,8 +115,13 @@ class SchedulingQueue:
         max_backoff: float = DEFAULT_MAX_BACKOFF,
         max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
         pop_from_backoff: bool = True,
+        recorder: Recorder | None = None,
     ) -> None:
         self.clock: Clock = clock if clock is not None else RealClock()
+        #: where PreEnqueue's duration is reported (the scheduler's recorder)
+        self.recorder = recorder if recorder is not None else Recorder()
+        #: pods entering each queue, by event, for the metrics
+        self.incoming = IncomingCounts()
         self.max_in_unschedulable = max_in_unschedulable
         #: ``SchedulerPopFromBackoffQ``: pop from backoffQ when activeQ is empty, 1 s ordering windows,
         #: PreEnqueue on entering backoffQ rather than on leaving it
@@ -198,7 +215,7 @@ class SchedulingQueue:
     def _add_new(self, pod: PodInfo) -> None:
         qp = self._new_queued(pod)
         self.nominator.add(pod)
-        if self._move_to_active(qp):
+        if self._move_to_active(qp, EVENT_UNSCHEDULED_POD_ADD.label):
             self._wake()
         else:
             self._never_active.add(pod.uid)
@@ -249,7 +266,7 @@ class SchedulingQueue:
             profile = self._profile(new.scheduler_name)
             for event in pod_update_events(before, new, Resource.TARGET_POD):
                 strategy = requeue_strategy(profile, qp, event, before, new)
-                if self._requeue(qp, strategy) in (ACTIVE, BACKOFF):
+                if self._requeue(qp, strategy, event.label) in (ACTIVE, BACKOFF):
                     break
             self._nominated_node_changed(before, new)
             return
@@ -292,7 +309,7 @@ class SchedulingQueue:
                     continue
                 from_backoff = True
             run_pre_enqueue = not (from_backoff and self.pop_from_backoff)
-            if self._move_to_active(qp, run_pre_enqueue=run_pre_enqueue):
+            if self._move_to_active(qp, EVENT_FORCE_ACTIVATE.label, run_pre_enqueue=run_pre_enqueue):
                 woken = True
         if woken:
             self._wake()
@@ -309,6 +326,8 @@ class SchedulingQueue:
             qp = self._active.pop()
             if qp is None and self.pop_from_backoff:
                 qp = self._backoff.pop_rejected()
+                if qp is not None:
+                    self.incoming.record(ACTIVE, POP_FROM_BACKOFF_Q, None)
             if qp is None:
                 return None
             if qp.pod.uid in self._in_flight:
@@ -369,11 +388,12 @@ class SchedulingQueue:
                 qp.pod = latest
             qp.timestamp = self.clock.now()
             self._flushed_at.pop(uid, None)
+            qp.was_flushed = False
             if qp.last_failure_was_error or not (qp.unschedulable_plugins or qp.pending_plugins):
                 strategy = Strategy.AFTER_BACKOFF
             else:
                 strategy = self._in_flight_strategy(qp)
-            return self._requeue(qp, strategy)
+            return self._requeue(qp, strategy, SCHEDULE_ATTEMPT_FAILURE)
         finally:
             self.done(uid)
 
@@ -496,7 +516,7 @@ class SchedulingQueue:
             if strategy is Strategy.SKIP:
                 continue
             self._pool.remove(qp.pod.uid)
-            destination = self._requeue(qp, strategy, wake=False)
+            destination = self._requeue(qp, strategy, event.label, wake=False)
             woken = woken or destination == ACTIVE or (destination == BACKOFF and self.pop_from_backoff)
         self._in_flight.record(event, old, new)
         if woken:
@@ -508,7 +528,7 @@ class SchedulingQueue:
         moved = 0
         for qp in self._backoff.pop_completed(self.clock.now()):
             # With pop-from-backoff, PreEnqueue ran when the pod entered backoffQ.
-            if self._move_to_active(qp, run_pre_enqueue=not self.pop_from_backoff):
+            if self._move_to_active(qp, BACKOFF_COMPLETE, run_pre_enqueue=not self.pop_from_backoff):
                 moved += 1
         if moved:
             self._wake()
@@ -529,6 +549,7 @@ class SchedulingQueue:
             return 0
         for qp in stale:
             flushed_at[qp.pod.uid] = now
+            qp.was_flushed = True
         before = len(self._pool)
         self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
         return before - len(self._pool)
@@ -613,9 +634,10 @@ class SchedulingQueue:
 
     # -- introspection ---------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:
-        """Pending pods by queue, as ``scheduler_pending_pods`` labels them. kube-scheduler v1.37 also
-        counts pod-group members waiting for their PodGroup (``incomplete``) or for their group's attempt
-        to end (``pending``): none without GenericWorkload (off), but the series exist."""
+        """Pending pods by queue, as ``scheduler_pending_pods`` labels them (the first four, every one a
+        single pod, are also ``scheduler_queued_entities``). kube-scheduler v1.37 also counts pod-group
+        members waiting for their PodGroup (``incomplete``) or for their group's attempt to end
+        (``pending``): none without GenericWorkload (off), but the series exist."""
         gated = self._pool.gated_count
         return {
             ACTIVE: len(self._active),
@@ -625,6 +647,18 @@ class SchedulingQueue:
             "incomplete": 0,
             "pending": 0,
         }
+
+    def rejectors(self) -> dict[tuple[str, str], int]:
+        """(plugin, profile) -> the waiting pods that plugin rejected in their last attempt, or gated
+        (``scheduler_unschedulable_pods``): upstream counts a pod's rejecting plugins from its failure (or
+        its gating) until it is popped or deleted."""
+        counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        for qp in self.pending():
+            if qp.unschedulable_plugins or qp.pending_plugins:
+                profile = qp.pod.scheduler_name
+                for plugin in qp.unschedulable_plugins | qp.pending_plugins:
+                    counts[(plugin, profile)] += 1
+        return counts
 
     def __contains__(self, uid: object) -> bool:
         """Whether the pod waits in the queue (activeQ, backoffQ or the pool; not in flight)."""
@@ -668,10 +702,13 @@ class SchedulingQueue:
         if profile is None:  # not a profile of ours: the caller decides; nothing gates it here
             qp.gated_by = ""
             return
+        started = time.perf_counter()
         try:
             status = profile.framework.run_pre_enqueue(qp.pod)
         except Exception as e:  # a framework should report failures as statuses; do not lose the pod
             status = Status(Code.ERROR, (str(e),))
+        # upstream's runPreEnqueuePluginsForPod reports its outer status, which nothing assigns: Success
+        self.recorder.observe(PRE_ENQUEUE, None, qp.pod.scheduler_name, started)
         if status is None or status.is_success:
             qp.gated_by = ""
             return
@@ -679,14 +716,18 @@ class SchedulingQueue:
         qp.gated_by = plugin
         qp.unschedulable_plugins.add(plugin)
 
-    def _move_to_active(self, qp: QueuedPodInfo, *, run_pre_enqueue: bool = True) -> bool:
-        """activeQ, unless PreEnqueue gates the pod (then the pool). True when it reached activeQ."""
+    def _move_to_active(
+        self, qp: QueuedPodInfo, event: str, strategy: Strategy | None = None, *, run_pre_enqueue: bool = True
+    ) -> bool:
+        """activeQ, unless PreEnqueue gates the pod (then the pool). True when it reached activeQ.
+        ``event`` and ``strategy`` (the one it is requeued with, if any) are what the metrics count."""
         if run_pre_enqueue:
             self._run_pre_enqueue(qp)
         uid = qp.pod.uid
         if qp.gated_by:
+            qp.was_flushed = False
             if uid not in self._active and uid not in self._backoff:
-                self._pool.add(qp)
+                self._to_pool(qp, event, strategy)
             return False
         self._pool.remove(uid)
         self._backoff.remove(uid)
@@ -695,32 +736,48 @@ class SchedulingQueue:
             self._never_active.discard(uid)
             qp.initial_timestamp = self.clock.now()
         self._active.push(uid, self._active_key(qp), qp.sequence, qp)
+        incoming = self.incoming
+        incoming.record(ACTIVE, event, strategy)
+        incoming.entered.add(ACTIVE)
         return True
 
-    def _move_to_backoff(self, qp: QueuedPodInfo) -> bool:
+    def _move_to_backoff(self, qp: QueuedPodInfo, event: str, strategy: Strategy) -> bool:
         """backoffQ, unless PreEnqueue gates the pod (then the pool). True when it reached backoffQ."""
         if self.pop_from_backoff:
             # Pods popped straight from backoffQ skip PreEnqueue, so it runs on the way in.
             self._run_pre_enqueue(qp)
             if qp.gated_by:
-                self._pool.add(qp)
+                qp.was_flushed = False
+                self._to_pool(qp, event, strategy)
                 return False
         self._pool.remove(qp.pod.uid)
         self._backoff.add(qp)
+        incoming = self.incoming
+        incoming.record(BACKOFF, event, strategy)
+        incoming.entered.add(BACKOFF)
         return True
 
-    def _requeue(self, qp: QueuedPodInfo, strategy: Strategy, *, wake: bool = True) -> str:
-        """Sends a rejected pod where ``strategy`` says; returns where it went."""
+    def _to_pool(self, qp: QueuedPodInfo, event: str, strategy: Strategy | None) -> None:
+        """Stores the pod in the unschedulable pool; one not there before counts as entering it."""
+        incoming = self.incoming
+        if qp.pod.uid not in self._pool:
+            incoming.record(UNSCHEDULABLE, event, strategy)
+        incoming.entered.add(GATED if qp.gated_by else UNSCHEDULABLE)
+        self._pool.add(qp)
+
+    def _requeue(self, qp: QueuedPodInfo, strategy: Strategy, event: str, *, wake: bool = True) -> str:
+        """Sends a rejected pod where ``strategy`` says because of ``event`` (its label); returns where it
+        went."""
         if strategy is Strategy.SKIP:
-            self._pool.add(qp)
+            self._to_pool(qp, event, strategy)
             return GATED if qp.gated_by else UNSCHEDULABLE
         if strategy is Strategy.AFTER_BACKOFF and self._backoff.is_backing_off(qp, self.clock.now()):
-            if not self._move_to_backoff(qp):
+            if not self._move_to_backoff(qp, event, strategy):
                 return GATED
             if wake and self.pop_from_backoff and self._backoff.has_rejected():
                 self._wake()
             return BACKOFF
-        if not self._move_to_active(qp):
+        if not self._move_to_active(qp, event, strategy):
             return GATED
         if wake:
             self._wake()
