@@ -136,7 +136,9 @@ def test_devices_per_claim_in_json(tmp_path: Path) -> None:
     assert pods["broken"]["node"] is None
     assert pods["broken"]["message"] == (
         'running "DynamicResources" filter plugin: '
-        "class broken: selector #0: CEL runtime error: no such key: vendor"
+        "class broken: selector #0 on device gpu.example.com/n1/gpu-3: CEL runtime error: no such key: "
+        "vendor. consider using CEL optional chaining (.? followed by orValue()) or guarding the check with "
+        "has() for optional fields"
     )
     assert pods["missing"] == {
         "namespace": "default",

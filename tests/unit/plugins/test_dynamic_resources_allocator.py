@@ -169,7 +169,9 @@ def test_result_carries_class_and_claim_config() -> None:
                     selectors=[{"cel": {"expression": 'device.attributes["gpu.example.com"].size == 1'}}]
                 ),
             ),
-            "claim default/c: selector #0: CEL runtime error: no such key: size",
+            "claim default/c: selector #0 on device gpu.example.com/n1/d0: CEL runtime error: no such key: "
+            "size. consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+            "with has() for optional fields",
             id="selector-runtime-error",
         ),
         pytest.param(

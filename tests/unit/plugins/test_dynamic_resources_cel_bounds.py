@@ -56,9 +56,9 @@ def test_a_stalling_selector_fails_the_attempt_within_the_bound() -> None:
     assert elapsed < SECONDS
     assert status is not None and status.code == Code.ERROR
     assert status.reasons == (
-        'running "DynamicResources" filter plugin: claim default/c: selector #0: CEL runtime error: '
-        "operation interrupted: the selectors of claim default/c took more than 100ms to evaluate in "
-        "this scheduling attempt",
+        'running "DynamicResources" filter plugin: claim default/c: selector #0 on device '
+        "gpu.example.com/n1/d0: CEL runtime error: operation interrupted: the selectors of claim default/c "
+        "took more than 100ms to evaluate in this scheduling attempt",
     )
 
 
@@ -68,8 +68,8 @@ def test_a_selector_over_upstreams_cost_fails_with_upstreams_text(monkeypatch: p
     assert elapsed < SECONDS
     assert status is not None and status.code == Code.ERROR
     assert status.reasons == (
-        'running "DynamicResources" filter plugin: claim default/c: selector #0: CEL runtime error: '
-        "operation cancelled: actual cost limit exceeded",
+        'running "DynamicResources" filter plugin: claim default/c: selector #0 on device '
+        "gpu.example.com/n1/d0: CEL runtime error: operation cancelled: actual cost limit exceeded",
     )
 
 

@@ -22,7 +22,7 @@ from kopf_scheduler.plugins.dynamic_resources import Args, DynamicResources
 from kopf_scheduler.plugins.dynamic_resources.allocator import AllocationError, Allocator
 from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher, compile_selector, matches
 from kopf_scheduler.plugins.dynamic_resources.manager import DraManager
-from kopf_scheduler.plugins.dynamic_resources.node_devices import NodeDevices
+from kopf_scheduler.plugins.dynamic_resources.node_devices import NodeDevices, enhance_runtime_error
 
 GPU = device_class("gpu", f'device.driver == "{DRIVER}"')
 CANNOT = unresolvable("cannot allocate all claims")
@@ -104,8 +104,42 @@ def test_device_class_changed_changes_the_devices_picked() -> None:
     upsert(store, device_class("gpu", 'device.driver == "other"'))
     assert picks(store, devices, matcher) == []
     upsert(store, device_class("gpu", f'device.attributes["{DRIVER}"].nothing == 1'))
-    with pytest.raises(AllocationError, match=r"^class gpu: selector #0: CEL runtime error: no such key"):
+    with pytest.raises(AllocationError) as e:
         picks(store, devices, matcher)
+    assert str(e.value) == (
+        "class gpu: selector #0 on device gpu.example.com/n1/d0: CEL runtime error: no such key: nothing. "
+        "consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
+        "for optional fields"
+    )
+
+
+# upstream's TestEnhanceRuntimeError (dynamic-resource-allocation's cel/errors_test.go at v0.37.2)
+@pytest.mark.parametrize(
+    ("detail", "want"),
+    [
+        pytest.param(
+            "no such key: sharingStrategy",
+            "no such key: sharingStrategy. consider using CEL optional chaining (.? followed by orValue()) "
+            "or guarding the check with has() for optional fields",
+            id="no such key error gets enhanced with usage hint",
+        ),
+        pytest.param("some other error", "some other error", id="other error is returned unchanged"),
+        pytest.param(
+            "context: no such key: fieldY",
+            "context: no such key: fieldY. consider using CEL optional chaining (.? followed by orValue()) "
+            "or guarding the check with has() for optional fields",
+            id="wrapped no such key error gets enhanced",
+        ),
+        pytest.param(
+            "no such key: fieldZ. consider using CEL optional chaining",
+            "no such key: fieldZ. consider using CEL optional chaining. consider using CEL optional chaining "
+            "(.? followed by orValue()) or guarding the check with has() for optional fields",
+            id="error with hint text but not enhancedError type still gets enhanced",
+        ),
+    ],
+)
+def test_enhance_runtime_error(detail: str, want: str) -> None:
+    assert enhance_runtime_error(detail) == want
 
 
 def test_node_labels_change_what_a_node_selector_slice_offers() -> None:
@@ -133,7 +167,9 @@ def test_selector_error_names_the_claim_asking() -> None:
     devices, matcher = NodeDevices(), DeviceMatcher()
     for name in ("a", "b"):
         parsed = store.of(RESOURCE_CLAIMS).get("default", name)
-        with pytest.raises(AllocationError, match=rf"^claim default/{name}: selector #0: CEL runtime"):
+        with pytest.raises(
+            AllocationError, match=rf"^claim default/{name}: selector #0 on device .*: CEL runtime"
+        ):
             allocator(store, devices, matcher).allocate("n1", {}, [parsed])  # type: ignore[list-item]
 
 

@@ -295,19 +295,21 @@ class _Search(Preparation):
         key = (device_id, c, *at)
         found = self.selectable_cache.get(key)
         if found is None:
-            found = self._selectors_match(c, data, device, slice_)
+            found = self._selectors_match(c, data, device_id, device, slice_)
             self.selectable_cache[key] = found
         return found
 
-    def _selectors_match(self, c: int, data: Request, device: Device, slice_: ResourceSlice) -> bool:
+    def _selectors_match(
+        self, c: int, data: Request, device_id: DeviceID, device: Device, slice_: ResourceSlice
+    ) -> bool:
         key = (data.device_class.selectors, data.spec.selectors)
         try:
             found = verdict(self.owner.matcher, key, slice_.driver, device, self.clocks[c])
         except SelectorTimeout as e:
-            raise timeout_error(e, data.device_class.name, self.claims[c].key) from None
+            raise timeout_error(e, data.device_class.name, self.claims[c].key, device_id) from None
         if found is True or found is False:
             return found
-        raise selector_error(found, data.device_class.name, self.claims[c].key)
+        raise selector_error(found, data.device_class.name, self.claims[c].key, device_id)
 
     def _allocate_device(
         self, c: int, data: Request, device_id: DeviceID, device: Device, slice_: ResourceSlice, must: bool

@@ -218,7 +218,7 @@ def _scan(
             try:
                 found = _selectable(matcher, key, view.device_slices[i], view.devices[i], plan.clocks[c])
             except SelectorTimeout as e:
-                raise timeout_error(e, data.device_class.name, plan.claims[c].key) from None
+                raise timeout_error(e, data.device_class.name, plan.claims[c].key, device_id) from None
             verdicts[i] = found
         if found is True:
             taken.add(device_id)
@@ -227,7 +227,7 @@ def _scan(
             if not need:
                 return picked
         elif found is not False:
-            raise selector_error(found, data.device_class.name, plan.claims[c].key)
+            raise selector_error(found, data.device_class.name, plan.claims[c].key, device_id)
         i += 1
 
 

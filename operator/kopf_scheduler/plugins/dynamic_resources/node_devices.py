@@ -32,7 +32,7 @@ from kopf_scheduler.plugins.dynamic_resources.cel_env import (
     SelectorError,
     SelectorTimeout,
 )
-from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, Pool, gather_pools
+from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, Pool, device_id_str, gather_pools
 from kopf_scheduler.plugins.dynamic_resources.prepare import AllocationError
 from kopf_scheduler.plugins.dynamic_resources.results import DeviceResult
 
@@ -123,22 +123,40 @@ def _owner(of_request: bool, class_name: str, claim_key: str) -> str:
     return f"claim {claim_key}" if of_request else f"class {class_name}"
 
 
-def selector_error(failure: Failure, class_name: str, claim_key: str) -> AllocationError:
-    """Upstream's text for a selector that failed."""
-    of_request, i, e = failure
-    what = "compile" if e.compile_error else "runtime"
-    return AllocationError(
-        f"{_owner(of_request, class_name, claim_key)}: selector #{i}: CEL {what} error: {e.detail}"
+def enhance_runtime_error(detail: str) -> str:
+    """Upstream's ``EnhanceRuntimeError`` (dynamic-resource-allocation's ``cel/errors.go`` at v0.37.2): a
+    runtime error whose text contains ``no such key:`` gets a hint; any other is unchanged."""
+    if "no such key:" not in detail:
+        return detail
+    return (
+        f"{detail}. consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+        "with has() for optional fields"
     )
 
 
-def timeout_error(e: SelectorTimeout, class_name: str, claim_key: str) -> AllocationError:
+def selector_error(failure: Failure, class_name: str, claim_key: str, device_id: DeviceID) -> AllocationError:
+    """Upstream's text for a selector that failed (``selectorsMatch`` in the structured allocator at
+    v0.37.2): a compile error names the selector, a runtime error also the device, with the hint for a
+    missing key."""
+    of_request, i, e = failure
+    owner = _owner(of_request, class_name, claim_key)
+    if e.compile_error:
+        return AllocationError(f"{owner}: selector #{i}: CEL compile error: {e.detail}")
+    return AllocationError(
+        f"{owner}: selector #{i} on device {device_id_str(device_id)}: CEL runtime error: "
+        f"{enhance_runtime_error(e.detail)}"
+    )
+
+
+def timeout_error(
+    e: SelectorTimeout, class_name: str, claim_key: str, device_id: DeviceID
+) -> AllocationError:
     """The text for a claim whose selectors ran out of time, shaped as upstream's runtime errors are
     (cel-go says ``operation interrupted`` when an evaluation's context is done)."""
     return AllocationError(
-        f"{_owner(e.of_request, class_name, claim_key)}: selector #{e.index}: CEL runtime error: operation "
-        f"interrupted: the selectors of claim {claim_key} took more than {e.seconds * 1000:g}ms to "
-        "evaluate in this scheduling attempt"
+        f"{_owner(e.of_request, class_name, claim_key)}: selector #{e.index} on device "
+        f"{device_id_str(device_id)}: CEL runtime error: operation interrupted: the selectors of claim "
+        f"{claim_key} took more than {e.seconds * 1000:g}ms to evaluate in this scheduling attempt"
     )
 
 
