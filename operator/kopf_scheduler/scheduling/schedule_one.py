@@ -32,6 +32,7 @@ from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable
+from kopf_scheduler.plugins.names import DEFAULT_PREEMPTION
 from kopf_scheduler.scheduling.context import CycleContext, ScheduleResult
 
 log = logging.getLogger("kopf_scheduler")
@@ -244,6 +245,8 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
                 fit_error.diagnosis.node_statuses or _NoStatuses(fit_error.diagnosis.absent_status),
             )
             ctx.recorder.observe("PostFilter", post_status, fwk.profile_name, post_started)
+            if _default_preemption_ran(fwk, post_status):
+                ctx.recorder.preemption_attempted()
             if post_status.code == Code.ERROR:
                 # As upstream: a post-filter error (preemption's dry run, an extender's preempt verb) is
                 # logged and its message ends the FitError's; the pod stays unschedulable.
@@ -253,12 +256,16 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
             if post_result is not None:
                 nominated = post_result.nominated_node_name
                 if post_result.prepare is not None and post_status.is_success:
+                    # upstream's preemption executor observes every candidate it prepares
+                    ctx.recorder.preemption_victims(len(post_result.victims))
+                    ctx.recorder.algorithm(started)
                     if ctx.explainer is not None:
                         ctx.explainer.failure(pod, fit_error)
                     # The room is the pod's from now on; it is reported and requeued once the
                     # post-filter's API calls (preemption's evictions) are done.
                     ctx.queue.add_nominated_pod(pod, nominated)
                     return after_post_filter(ctx, fwk, qp, fit_error, post_result, started)
+        ctx.recorder.algorithm(started)
         if ctx.explainer is not None:
             ctx.explainer.failure(pod, fit_error)
         handle_fit_error(ctx, fwk, qp, fit_error, nominated, started)
@@ -266,11 +273,15 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     except NoNodesAvailable:
         # As ``schedulingCycle`` upstream: UnschedulableAndUnresolvable with the bare error message, no
         # post-filter, no rejecting plugin (so the pod retries after backoff), nomination cleared.
+        ctx.recorder.algorithm(started)
         handle_failure(ctx, fwk, qp, unresolvable(NO_NODES_AVAILABLE), CLEAR, started)
         return None
     except SchedulingError as e:
+        ctx.recorder.algorithm(started)
         handle_failure(ctx, fwk, qp, e.status, CLEAR, started)
         return None
+    # upstream's schedulingAlgorithm observes its latency from the attempt's start on return
+    ctx.recorder.algorithm(started)
     if ctx.explainer is not None:
         ctx.explainer.success(pod, result)
 
@@ -286,7 +297,7 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     status = fwk.run_reserve(state, assumed, result.host)
     ctx.recorder.observe("Reserve", status, fwk.profile_name, step)
     if status is not None:
-        fwk.run_unreserve(state, assumed, result.host)
+        _unreserve(ctx, fwk, state, assumed, result.host)
         ctx.cache.forget_pod(assumed)
         handle_failure(ctx, fwk, qp, on_one_node(pod, status), CLEAR, started)
         return None
@@ -294,7 +305,7 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     status = fwk.run_permit(state, assumed, result.host)
     ctx.recorder.observe("Permit", status, fwk.profile_name, step)
     if status is not None and status.code != Code.WAIT:
-        fwk.run_unreserve(state, assumed, result.host)
+        _unreserve(ctx, fwk, state, assumed, result.host)
         ctx.cache.forget_pod(assumed)
         handle_failure(ctx, fwk, qp, on_one_node(pod, status), CLEAR, started)
         return None
@@ -320,7 +331,9 @@ async def binding_cycle(
         pre_flight: Status | None = None  # upstream's nil status when the gate is off: success
         status: Status | None = None
         if fwk.feature_gates.enabled(NOMINATED_NODE_NAME_FOR_EXPECTATION):
+            step = now()
             pre_flight = fwk.run_pre_bind_pre_flights(state, assumed, host)
+            ctx.recorder.observe("PreBindPreFlight", pre_flight, fwk.profile_name, step)
             if pre_flight is not None and pre_flight.code == Code.ERROR:
                 status = pre_flight
             elif pre_flight is None or fwk.will_wait_on_permit(assumed):
@@ -328,7 +341,11 @@ async def binding_cycle(
                 # bound at once needs no announcement.
                 await ctx.client.nominate(assumed, host)
         if status is None:
+            waits = fwk.will_wait_on_permit(assumed)
+            step = now()
             status = await fwk.wait_on_permit(assumed)
+            if waits:
+                ctx.recorder.permit_waited(status, step)
             if status is not None:
                 status = on_one_node(assumed, status)
         if status is None:
@@ -344,7 +361,7 @@ async def binding_cycle(
             status = await fwk.run_bind(state, assumed, host)
             ctx.recorder.observe("Bind", status, fwk.profile_name, step)
         if status is not None:
-            fwk.run_unreserve(state, assumed, host)
+            _unreserve(ctx, fwk, state, assumed, host)
             try:
                 ctx.cache.forget_pod(assumed)
             except CacheError as e:
@@ -363,10 +380,12 @@ async def binding_cycle(
         ctx.cache.finish_binding(assumed)
         ctx.client.record_scheduled(assumed, host)
         ctx.recorder.bound(qp, host, started)
+        step = now()
         await fwk.run_post_bind(state, assumed, host)
+        ctx.recorder.observe("PostBind", None, fwk.profile_name, step)
     except asyncio.CancelledError:
         if not bound:  # fenced (Lease lost, or a stop's deadline passed): release as after a failed bind
-            fwk.run_unreserve(state, assumed, host)
+            _unreserve(ctx, fwk, state, assumed, host)
             with contextlib.suppress(CacheError):
                 ctx.cache.forget_pod(assumed)
         raise
@@ -397,9 +416,29 @@ async def after_post_filter(
     if failed:
         assert status is not None
         log.warning("post-filter API calls for %s: %s", qp.pod.key, status.message())
+    if any(not victim.deletion_timestamp for victim in post_result.victims):
+        # upstream's preemption goroutine runs only when some victim's deletion has not begun
+        ctx.recorder.preemption_executed("error" if failed else "success")
     handle_fit_error(ctx, fwk, qp, fit_error, post_result.nominated_node_name, started)
     if failed:
         fwk.activate([qp.pod])
+
+
+def _unreserve(ctx: CycleContext, fwk: Framework, state: CycleState, pod: PodInfo, host: str) -> None:
+    step = now()
+    fwk.run_unreserve(state, pod, host)
+    ctx.recorder.observe("Unreserve", None, fwk.profile_name, step)
+
+
+def _default_preemption_ran(fwk: Framework, status: Status) -> bool:
+    """Whether DefaultPreemption's post-filter was called (upstream counts its every call): post-filters
+    run in order until one decides (success, unresolvable, error); an unschedulable result means all ran."""
+    names = [plugin.name for plugin in fwk.post_filter]
+    if DEFAULT_PREEMPTION not in names:
+        return False
+    if status.code == Code.UNSCHEDULABLE or status.plugin not in names:
+        return True
+    return names.index(DEFAULT_PREEMPTION) <= names.index(status.plugin)
 
 
 class _NoStatuses:

@@ -1,8 +1,9 @@
 """Where a scheduling attempt reports what it took: upstream's metrics recorder.
 
-The cycle and the binding cycle tell the recorder the duration of each extension point, and the end of
-an attempt (bound, or failed with its reason); whoever wants those figures (the Prometheus metrics, a
-test) subscribes a hook. Nothing here knows who listens, and nothing flows back to the scheduler.
+The queue, the cycle and the binding cycle tell the recorder the duration of each extension point, of
+the scheduling algorithm and of a Permit wait, what preemption did, and the end of an attempt (bound, or
+failed with its reason); whoever wants those figures (the Prometheus metrics, a test) subscribes a hook.
+Nothing here knows who listens, and nothing flows back to the scheduler.
 """
 
 from __future__ import annotations
@@ -19,6 +20,16 @@ ExtensionHook = Callable[[str, str, str, float], None]
 BoundHook = Callable[[QueuedPodInfo, str, float], None]
 #: (the pod's attempt, event reason, message, result label, when the attempt started)
 FailedHook = Callable[[QueuedPodInfo, str, str, str, float], None]
+#: (seconds) from an attempt's start to the end of its scheduling algorithm (filter, score, post-filter)
+AlgorithmHook = Callable[[float], None]
+#: (status code label, seconds) of a pod's wait at Permit
+PermitWaitHook = Callable[[str, float], None]
+#: DefaultPreemption's post-filter ran (upstream's ``PreemptionAttempts``)
+PreemptionAttemptHook = Callable[[], None]
+#: (victims) of the candidate preemption chose, before any is preempted
+PreemptionVictimsHook = Callable[[int], None]
+#: ("success" or "error") the victims' preemption, done apart from the cycle, ended so
+PreemptionExecutionHook = Callable[[str], None]
 
 
 class Recorder:
@@ -29,6 +40,11 @@ class Recorder:
         self.extension_hooks: list[ExtensionHook] = []
         self.bound_hooks: list[BoundHook] = []
         self.failed_hooks: list[FailedHook] = []
+        self.algorithm_hooks: list[AlgorithmHook] = []
+        self.permit_wait_hooks: list[PermitWaitHook] = []
+        self.preemption_attempt_hooks: list[PreemptionAttemptHook] = []
+        self.preemption_victims_hooks: list[PreemptionVictimsHook] = []
+        self.preemption_execution_hooks: list[PreemptionExecutionHook] = []
 
     def observe(self, point: str, status: Status | None, profile: str, started: float) -> None:
         """``point`` of ``profile`` ran from ``started`` (``time.perf_counter``) until now."""
@@ -37,6 +53,33 @@ class Recorder:
             label = "Success" if status is None else status.code.label
             for hook in self.extension_hooks:
                 hook(point, label, profile, seconds)
+
+    def algorithm(self, started: float) -> None:
+        """The scheduling algorithm of the attempt that started at ``started`` ended now."""
+        if self.algorithm_hooks:
+            seconds = time.perf_counter() - started
+            for hook in self.algorithm_hooks:
+                hook(seconds)
+
+    def permit_waited(self, status: Status | None, started: float) -> None:
+        """A pod waited at Permit from ``started`` until now, and the wait ended with ``status``."""
+        if self.permit_wait_hooks:
+            seconds = time.perf_counter() - started
+            label = "Success" if status is None else status.code.label
+            for hook in self.permit_wait_hooks:
+                hook(label, seconds)
+
+    def preemption_attempted(self) -> None:
+        for attempt in self.preemption_attempt_hooks:
+            attempt()
+
+    def preemption_victims(self, victims: int) -> None:
+        for hook in self.preemption_victims_hooks:
+            hook(victims)
+
+    def preemption_executed(self, result: str) -> None:
+        for hook in self.preemption_execution_hooks:
+            hook(result)
 
     def bound(self, qp: QueuedPodInfo, node: str, started: float) -> None:
         for hook in self.bound_hooks:
