@@ -78,17 +78,18 @@ class StateCollector(Collector):
             if name in incoming.entered:
                 entities.add_metric([name, POD], counts[name])
         yield entities
+        # labels by name, as client_golang writes them
         pods_in = CounterMetricFamily(
-            "scheduler_queue_incoming_pods", INCOMING_PODS_HELP, labels=["queue", "event"]
+            "scheduler_queue_incoming_pods", INCOMING_PODS_HELP, labels=["event", "queue"]
         )
         for (name, event), count in list(incoming.pods.items()):
-            pods_in.add_metric([name, event], count)
+            pods_in.add_metric([event, name], count)
         yield pods_in
         entities_in = CounterMetricFamily(
-            "scheduler_queue_incoming_entities", INCOMING_ENTITIES_HELP, labels=["queue", "event", "type"]
+            "scheduler_queue_incoming_entities", INCOMING_ENTITIES_HELP, labels=["event", "queue", "type"]
         )
         for (name, event), count in list(incoming.entities.items()):
-            entities_in.add_metric([name, event, POD], count)
+            entities_in.add_metric([event, name, POD], count)
         yield entities_in
         rejectors = _read_while_moving(queue.rejectors)
         if rejectors is not None:

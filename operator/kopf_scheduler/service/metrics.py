@@ -40,18 +40,19 @@ class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        # component-base prefixes every help text with the metric's stability level
+        # component-base prefixes every help text with the metric's stability level; labels are declared
+        # in the order client_golang writes them (by name), so a series reads as kube-scheduler's does
         self.schedule_attempts = Counter(
             "scheduler_schedule_attempts",
             "[STABLE] Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
             "not be scheduled, while 'error' means an internal scheduler problem.",
-            ["result", "profile"],
+            ["profile", "result"],
             registry=r,
         )
         self.attempt_duration = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "[STABLE] Scheduling attempt latency in seconds (scheduling algorithm + binding)",
-            ["result", "profile"],
+            ["profile", "result"],
             buckets=exponential_buckets(0.001, 2, 15),
             registry=r,
         )
@@ -85,7 +86,7 @@ class SchedulerMetrics:
         self.extension_point = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
             "[STABLE] Latency for running all plugins of a specific extension point.",
-            ["extension_point", "status", "profile"],
+            ["extension_point", "profile", "status"],
             buckets=exponential_buckets(0.0001, 2, 12),
             registry=r,
         )
@@ -134,8 +135,8 @@ class SchedulerMetrics:
 
         def bound(qp: QueuedPodInfo, node: str, started: float) -> None:
             profile = qp.pod.scheduler_name
-            attempts_of("scheduled", profile).inc()
-            duration_of("scheduled", profile).observe(_since(started))
+            attempts_of(profile, "scheduled").inc()
+            duration_of(profile, "scheduled").observe(_since(started))
             attempts = qp.attempts
             sli_of("15+" if attempts >= 15 else str(attempts)).observe(
                 max(0.0, clock.now() - qp.initial_timestamp)
@@ -146,11 +147,11 @@ class SchedulerMetrics:
 
         def failed(qp: QueuedPodInfo, reason: str, message: str, result: str, started: float) -> None:
             profile = qp.pod.scheduler_name
-            attempts_of(result, profile).inc()
-            duration_of(result, profile).observe(_since(started))
+            attempts_of(profile, result).inc()
+            duration_of(profile, result).observe(_since(started))
 
         def extension(point: str, status: str, profile: str, seconds: float) -> None:
-            extension_of(point, status, profile).observe(seconds)
+            extension_of(point, profile, status).observe(seconds)
 
         def permit_waited(status: str, seconds: float) -> None:
             permit_of(status).observe(seconds)
