@@ -57,7 +57,7 @@ PODS: list[tuple[str, dict[str, str]]] = [
     ("five", {"resourceClaimTemplateName": "five"}),
 ]
 UNSATISFIABLE = (
-    f"0/{NODES} nodes are available: {NODES} cannot allocate all claims. still not schedulable, "
+    f"0/{NODES} nodes are available: {NODES} cannot allocate all claims. "
     f"preemption: 0/{NODES} nodes are available: {NODES} Preemption is not helpful for scheduling."
 )
 

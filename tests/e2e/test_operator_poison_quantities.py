@@ -35,9 +35,9 @@ BEFORE = [
     pod_manifest("huge-cpu", NS, requests={"cpu": "1e30"}),
 ]
 CANARY = pod_manifest("canary", NS, requests={"cpu": "100m", "memory": "64Mi"})
-#: kube-scheduler v1.34.10's message for ``huge-memory`` (the test asserts kopf-scheduler's equals it)
+#: kube-scheduler v1.37.2's message for ``huge-memory`` (the test asserts kopf-scheduler's equals it)
 HUGE_MEMORY_MESSAGE = (
-    "0/2 nodes are available: 2 Insufficient memory. no new claims to deallocate, preemption: 0/2 nodes "
+    "0/2 nodes are available: 2 Insufficient memory. preemption: 0/2 nodes "
     "are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for "
     "scheduling."
 )

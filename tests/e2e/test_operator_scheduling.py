@@ -134,9 +134,9 @@ def test_unschedulable_pod_gets_kube_schedulers_message(
             "Preemption is not helpful for scheduling": foreign + 1,  # small: 2 cpu > its allocatable
         },
     )
-    # DynamicResources' PostFilter adds "no new claims to deallocate," before "preemption:", as in
-    # kube-scheduler v1.34.
-    expected = f"{filtered} no new claims to deallocate, preemption: {preemption}"
+    # kube-scheduler v1.37: DynamicResources' PostFilter adds nothing (v1.34 added "no new claims to
+    # deallocate," before "preemption:")
+    expected = f"{filtered} preemption: {preemption}"
 
     event = scope.wait_event("FailedScheduling", "big")
     assert (event["type"], event["message"]) == ("Warning", expected), dumps(event)
@@ -163,7 +163,7 @@ def test_node_added_makes_pending_pod_schedulable(
     scope.create_pod("waiting", selector=late, tolerations=[{"operator": "Exists"}])
     event = scope.wait_event("FailedScheduling", "waiting")
     expected = (
-        f"{fit_error(total, {AFFINITY: total})} no new claims to deallocate, preemption: "
+        f"{fit_error(total, {AFFINITY: total})} preemption: "
         f"{fit_error(total, {'Preemption is not helpful for scheduling': total})}"
     )
     assert event["message"] == expected, dumps(event)
