@@ -165,8 +165,8 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
 
 #: gates whose value kopf-scheduler's code reads (``handle.feature_gates``): either value is implemented
 READ = frozenset({
-    "NominatedNodeNameForExpectation",  # scheduling/schedule_one.py: pre-flights, nominatedNodeName
     "InPlacePodLevelResourcesVerticalScaling",  # framework/pod_requests.py (use_feature_gates): pod status
+    "NominatedNodeNameForExpectation",  # scheduling/schedule_one.py: pre-flights, nominatedNodeName
     "NodeDeclaredFeatures",  # plugins/defaults.py, plugins/node_declared_features
     "StorageCapacityScoring",  # plugins/volume_binding: volume-capacity scoring, the default shape
     "VolumeLimitScaling",  # plugins/node_volume_limits: CSIDriver preventPodSchedulingIfMissing
