@@ -97,7 +97,7 @@ items:
         (
             "spec.yaml",
             "kind: Pod\nmetadata: {name: p}\nspec: 3\n",
-            "spec.yaml: Pod default/p: metadata/spec: must be objects",
+            "spec.yaml: Pod default/p: spec: must be an object, not a number",
         ),
     ],
 )

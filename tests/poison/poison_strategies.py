@@ -108,8 +108,9 @@ odd_values = st.one_of(
     st.builds(
         lambda n: huge_list(n, {"name": "x", "key": "k", "operator": "Exists"}), st.integers(100, 1000)
     ),
-    st.just({}),
-    st.just([]),
+    # fresh containers, never one shared value: a later mutation may add into what an earlier one put in
+    st.builds(dict),
+    st.builds(list),
     st.dictionaries(unicode_text, odd_scalars, max_size=4),
     st.lists(odd_scalars, max_size=4),
 )
@@ -156,13 +157,13 @@ def _same_type(value: Any) -> st.SearchStrategy[Any]:
         )
     if isinstance(value, dict):
         return st.one_of(
-            st.just({}),
+            st.builds(dict),
             st.builds(lambda n: {**value, **huge_map(n)}, st.integers(min_value=100, max_value=2000)),
             st.builds(lambda k, v: {**value, k: v}, unicode_text, unicode_text),
         )
     if isinstance(value, list):
         return st.one_of(
-            st.just([]),
+            st.builds(list),
             st.builds(
                 lambda n: [copy.deepcopy(value[0]) for _ in range(n)] if value else [], st.integers(100, 1000)
             ),

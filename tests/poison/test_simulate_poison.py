@@ -53,11 +53,6 @@ def _canary_bound(objects: list[tuple[str, dict[str, Any]]], profiles: list[tupl
     assert outcome.node is not None, (outcome.reason, outcome.message)
 
 
-#: NodeResourcesFit's score divides with Python's floor where Go truncates toward zero: near 2^63 of
-#: allocatable a node scores -1 where kube-scheduler scores 0, and every pod fails "invalid score -1"
-SCORE_ROUNDING = "NodeResourcesFit's score rounds down where Go truncates: -1 instead of 0 near 2^63"
-
-
 def _wraps_as_upstream(objects: list[tuple[str, dict[str, Any]]]) -> bool:
     """Whether a poison object has a resource quantity that is not negative as written but that
     upstream's ``Value``/``MilliValue`` wrap to a negative int64."""
@@ -86,15 +81,8 @@ def _wraps_as_upstream(objects: list[tuple[str, dict[str, Any]]]) -> bool:
 
 
 CLUSTER_KINDS = [k for k in KINDS if k != "SchedulingProfile"]
-#: kinds whose wrong-typed objects still end in a traceback under the ci profile (see REGRESSIONS)
-WRONG_TYPES_FAIL = {
-    "Node",
-    "PersistentVolume",
-    "PersistentVolumeClaim",
-    "Pod",
-    "ResourceClaim",
-    "SchedulingProfile",
-}
+#: kinds whose wrong-typed objects still end in a traceback under the ci profile (see REGRESSIONS): none
+WRONG_TYPES_FAIL: set[str] = set()
 CI = PROFILE == "ci"
 
 
@@ -188,23 +176,18 @@ NOT_FIXED = "not fixed yet: a wrong type ends in a traceback, not a one-line err
 
 #: the poison found so far, minimal; a case whose mark turns XPASS is fixed: drop its mark, keep the case
 REGRESSIONS = [
-    pytest.param("Node", _node(allocatable="1n"), marks=_xfail(NOT_FIXED), id="node-allocatable-string"),
-    pytest.param(
-        "Node", _node(allocatable={"memory": ["x"]}), marks=_xfail(NOT_FIXED), id="node-quantity-list"
-    ),
-    pytest.param("Node", _node(images=["x"]), marks=_xfail(NOT_FIXED), id="node-images-strings"),
-    pytest.param(
-        "Node", _node(images=[{"names": [["x"]]}]), marks=_xfail(NOT_FIXED), id="node-image-name-list"
-    ),
-    pytest.param("Node", {**_node(), "spec": {"taints": 3}}, marks=_xfail(NOT_FIXED), id="node-taints-int"),
-    pytest.param("Node", {**_node(), "status": ["x"]}, marks=_xfail(NOT_FIXED), id="node-status-list"),
+    pytest.param("Node", _node(allocatable="1n"), id="node-allocatable-string"),
+    pytest.param("Node", _node(allocatable={"memory": ["x"]}), id="node-quantity-list"),
+    pytest.param("Node", _node(images=["x"]), id="node-images-strings"),
+    pytest.param("Node", _node(images=[{"names": [["x"]]}]), id="node-image-name-list"),
+    pytest.param("Node", {**_node(), "spec": {"taints": 3}}, id="node-taints-int"),
+    pytest.param("Node", {**_node(), "status": ["x"]}, id="node-status-list"),
     pytest.param(
         "Node",
         make_node()
         .name("poison")
         .capacity(cpu="100m", memory="999999999999999999999999999999Ki", pods="100m")
         .obj(),
-        marks=_xfail(SCORE_ROUNDING),
         id="node-memory-past-int64",
     ),
     pytest.param(
@@ -212,42 +195,57 @@ REGRESSIONS = [
         make_pod().name("poison").node("n1").req(cpu="9223372036854775807").obj(),
         id="bound-pod-cpu-int64-max",  # MilliValue wraps negative upstream too: the same error
     ),
-    pytest.param("Pod", _pod(containers=[None]), marks=_xfail(NOT_FIXED), id="pod-container-null"),
+    pytest.param("Pod", _pod(containers=[None]), id="pod-container-null"),
     pytest.param(
         "Pod",
         _pod(containers=[{"name": "c", "resources": {"requests": {"memory": ["x"]}}}]),
-        marks=_xfail(NOT_FIXED),
         id="pod-quantity-list",
     ),
-    pytest.param("Pod", _pod(initContainers="x"), marks=_xfail(NOT_FIXED), id="pod-init-containers-string"),
+    pytest.param("Pod", _pod(initContainers="x"), id="pod-init-containers-string"),
+    pytest.param(
+        "Pod",
+        _pod(containers=[{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80, "protocol": ["x"]}]}]),
+        id="pod-host-port-protocol-list",
+    ),
     pytest.param(
         "Pod",
         _pod(nodeName="n1", affinity={"podAntiAffinity": 1.5}),
-        marks=_xfail(NOT_FIXED),
         id="bound-pod-affinity-float",
     ),
     pytest.param(
         "Pod",
         {**make_pod().name("poison").obj(), "metadata": {"name": "poison", "labels": 1}},
-        marks=_xfail(NOT_FIXED),
         id="pod-labels-int",
     ),
     pytest.param(
         "Pod",
+        {**make_pod().name("poison").obj(), "metadata": {"name": "poison", "uid": {"a": "b"}}},
+        id="pod-uid-object",
+    ),
+    pytest.param(
+        "Pod",
+        _pod(
+            nodeName="n2",
+            affinity={
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": 19284}, "topologyKey": "kubernetes.io/hostname"}
+                    ]
+                }
+            },
+        ),
+        id="bound-pod-anti-affinity-match-labels-int",
+    ),
+    pytest.param(
+        "Pod",
         {**make_pod().name("poison").node("n1").obj(), "status": ["x"]},
-        marks=_xfail(NOT_FIXED),
         id="bound-pod-status-list",
     ),
-    pytest.param(
-        "PersistentVolume", _pv(capacity={"storage": []}), marks=_xfail(NOT_FIXED), id="pv-storage-list"
-    ),
-    pytest.param(
-        "PersistentVolume", _pv(nodeAffinity=_terms("x")), marks=_xfail(NOT_FIXED), id="pv-term-string"
-    ),
+    pytest.param("PersistentVolume", _pv(capacity={"storage": []}), id="pv-storage-list"),
+    pytest.param("PersistentVolume", _pv(nodeAffinity=_terms("x")), id="pv-term-string"),
     pytest.param(
         "PersistentVolume",
         _pv(nodeAffinity=_terms({"matchExpressions": [None]})),
-        marks=_xfail(NOT_FIXED),
         id="pv-expression-null",
     ),
     pytest.param(
@@ -258,7 +256,6 @@ REGRESSIONS = [
             "metadata": {"name": "poison"},
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": []}}},
         },
-        marks=_xfail(NOT_FIXED),
         id="pvc-storage-list",
     ),
     pytest.param(
@@ -270,7 +267,6 @@ REGRESSIONS = [
             "spec": {"devices": {"requests": []}},
             "status": {"allocation": {"nodeSelector": {"nodeSelectorTerms": [[]]}}},
         },
-        marks=_xfail(NOT_FIXED),
         id="claim-allocation-term-list",
     ),
     pytest.param(
@@ -281,7 +277,6 @@ REGRESSIONS = [
             "metadata": "x",
             "spec": {},
         },
-        marks=_xfail("not fixed yet: parse_profile raises AttributeError, not ProfileError"),
         id="profile-metadata-string",
     ),
 ]

@@ -25,3 +25,19 @@ def join_path(base: str, *parts: str | int) -> str:
 class UsageError(Exception):
     """Bad input from a user of the command line (a file, a flag, a field): printed as one line naming what
     and where, exit code 2, no traceback."""
+
+
+def json_type(value: object) -> str:
+    """``value``'s JSON type as a one-line error names it (``status.allocatable: must be an object, not a
+    string``), never the value itself: a wrong-typed field may hold a huge or deeply nested one."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return "an object"

@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 
 from kopf_scheduler.api.bounds import OFFLINE, ProfileBounds
-from kopf_scheduler.api.errors import ProfileError, join_path
+from kopf_scheduler.api.errors import ProfileError, join_path, json_type
 from kopf_scheduler.api.extenders import ExtenderSpec, parse_extenders
 from kopf_scheduler.api.schema import GROUP, KIND, PLUGIN_SET_FIELDS, POD_GROUP_POINTS, SPEC_SCHEMA
 
@@ -115,6 +115,8 @@ def parse_profile(obj: Mapping[str, Any], bounds: ProfileBounds = OFFLINE) -> Pr
         if kind != KIND or not api_version.startswith(GROUP + "/"):
             raise ProfileError("kind", f"expected {KIND} in {GROUP}, got {kind!r} in {api_version!r}")
         meta = obj.get("metadata") or {}
+        if not isinstance(meta, Mapping):
+            raise ProfileError("metadata", f"must be an object, not {json_type(meta)}")
         name, generation = str(meta.get("name") or ""), meta.get("generation")
         spec = obj.get("spec")
         if spec is None:

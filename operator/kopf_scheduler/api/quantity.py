@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from kopf_scheduler.api.errors import json_type
+
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _MOD64 = 1 << 64
@@ -49,6 +51,13 @@ _NANO = 10**9
 
 class QuantityError(ValueError):
     """Not a Kubernetes quantity; the message quotes the value."""
+
+
+def wrong_type(value: object) -> QuantityError:
+    """The error for a value no quantity is written as (a list, an object). The readers' caches raise
+    ``TypeError`` for such a value (it cannot be hashed) before reading it: code reading raw objects
+    catches that and raises this, which costs nothing on a valid quantity's path."""
+    return QuantityError(f"must be a quantity (a string or a number), not {json_type(value)}")
 
 
 def wrap_int64(value: int) -> int:

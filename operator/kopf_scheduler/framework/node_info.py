@@ -10,11 +10,19 @@ around as upstream's int64 sums do (``framework.resources``), so the node table 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, add_int64, int64_milli_value_of, int64_value_of
+from kopf_scheduler.api.errors import json_type
+from kopf_scheduler.api.quantity import (
+    QuantityError,
+    add_int64,
+    int64_milli_value_of,
+    int64_value_of,
+    wrong_type,
+)
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.pod_info import HostPort, PodInfo
 from kopf_scheduler.framework.taints import Taint
@@ -36,6 +44,48 @@ def normalized_image_name(name: str) -> str:
     if ":" not in last and "@" not in last:
         return name + ":latest"
     return name
+
+
+def _object(value: Any, path: str) -> Mapping[str, Any]:
+    """``value`` when it is an object, ``{}`` when absent; raises ``NodeParseError`` for another type."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise NodeParseError(f"{path}: must be an object, not {json_type(value)}")
+    return value
+
+
+def _is_string_map(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def _is_list_of_objects(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(isinstance(item, Mapping) for item in value)
+
+
+def _images(raw: Any) -> dict[str, int]:
+    """``status.images`` as normalized image name -> size in bytes."""
+    if raw is None:
+        return {}
+    if not _is_list_of_objects(raw):
+        raise NodeParseError("status.images: must be a list of objects")
+    images: dict[str, int] = {}
+    for i, image in enumerate(raw):
+        size = image.get("sizeBytes") or 0
+        if (
+            isinstance(size, bool)
+            or not isinstance(size, int | float)
+            or (isinstance(size, float) and not math.isfinite(size))
+        ):
+            raise NodeParseError(f"status.images[{i}].sizeBytes: must be an integer, not {json_type(size)}")
+        names = image.get("names") or ()
+        if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+            raise NodeParseError(f"status.images[{i}].names: must be a list of strings")
+        for image_name in names:
+            images[normalized_image_name(image_name)] = int(size)
+    return images
 
 
 class NodeInfo:
@@ -80,16 +130,16 @@ class NodeInfo:
 
     # -- node -------------------------------------------------------------------------------------------
     def set_node(self, node: Mapping[str, Any]) -> None:
-        meta = node.get("metadata") or {}
-        spec = node.get("spec") or {}
-        status = node.get("status") or {}
+        meta = _object(node.get("metadata"), "metadata")
+        spec = _object(node.get("spec"), "spec")
+        status = _object(node.get("status"), "status")
         name = str(meta.get("name") or "")
         if not name:
             raise NodeParseError("metadata.name: required")
-        allocatable = status.get("allocatable")
+        allocatable = _object(status.get("allocatable"), "status.allocatable")
         source = "status.allocatable"
         if not allocatable:  # the API server defaults allocatable to capacity
-            allocatable, source = status.get("capacity") or {}, "status.capacity"
+            allocatable, source = _object(status.get("capacity"), "status.capacity"), "status.capacity"
         parsed: dict[str, int] = {}
         for resource, quantity in allocatable.items():
             try:
@@ -98,18 +148,19 @@ class NodeInfo:
                 )
             except QuantityError as e:
                 raise NodeParseError(f"{source}.{resource}: {e}") from None
-        images: dict[str, int] = {}
-        for image in status.get("images") or ():
-            size = int(image.get("sizeBytes") or 0)
-            for image_name in image.get("names") or ():
-                images[normalized_image_name(image_name)] = size
+            except TypeError:  # unhashable: a list or an object
+                raise NodeParseError(f"{source}.{resource}: {wrong_type(quantity)}") from None
+        images = _images(status.get("images"))
+        labels = meta.get("labels")
+        if labels is not None and not _is_string_map(labels):
+            raise NodeParseError("metadata.labels: must be a map of strings")
+        taints = spec.get("taints")
+        if taints is not None and not _is_list_of_objects(taints):
+            raise NodeParseError("spec.taints: must be a list of objects")
         self.node = node
         self.name = name
-        self.labels = dict(meta.get("labels") or {})
-        try:
-            self.taints = tuple(Taint.parse(t) for t in spec.get("taints") or ())
-        except AttributeError:
-            raise NodeParseError("spec.taints: must be a list of objects") from None
+        self.labels = dict(labels or {})
+        self.taints = tuple(Taint.parse(t) for t in taints or ())
         self.unschedulable = bool(spec.get("unschedulable"))
         self.allowed_pod_number = parsed.pop(res.PODS, 0)
         self.allocatable = parsed

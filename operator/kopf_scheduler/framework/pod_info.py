@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from kopf_scheduler.api.errors import json_type
 from kopf_scheduler.framework import pod_requests
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.taints import Toleration
@@ -65,23 +66,77 @@ def _positive(requests: dict[str, int]) -> dict[str, int]:
     return requests if all(requests.values()) else {n: a for n, a in requests.items() if a}
 
 
+def _object(value: Any, path: str) -> Mapping[str, Any]:
+    """``value`` when it is an object, ``{}`` when absent; raises ``PodParseError`` for another type."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PodParseError(f"{path}: must be an object, not {json_type(value)}")
+    return value
+
+
+def _objects(value: Any, path: str) -> tuple[Mapping[str, Any], ...]:
+    """A list of objects (``spec.tolerations``); ``()`` when absent."""
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise PodParseError(f"{path}: must be a list, not {json_type(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise PodParseError(f"{path}[{i}]: must be an object, not {json_type(item)}")
+    return tuple(value)
+
+
+def _string(parent: Mapping[str, Any], key: str, path: str) -> str:
+    value = parent.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PodParseError(f"{path}.{key}: must be a string, not {json_type(value)}")
+    return value
+
+
+def _string_map(value: Any, path: str) -> dict[str, str]:
+    """A ``map[string]string`` (labels, annotations); ``{}`` when absent."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PodParseError(f"{path}: must be a map of strings, not {json_type(value)}")
+    for k, v in value.items():
+        if not isinstance(k, str):
+            raise PodParseError(f"{path}: keys must be strings, not {json_type(k)}")
+        if not isinstance(v, str):
+            raise PodParseError(f"{path}.{k}: must be a string, not {json_type(v)}")
+    return dict(value)
+
+
+def _affinity(value: Any) -> Mapping[str, Any]:
+    """``spec.affinity``, its three parts objects (the plugins read their terms)."""
+    affinity = _object(value, "spec.affinity")
+    for part in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
+        _object(affinity.get(part), f"spec.affinity.{part}")
+    return affinity
+
+
 def _host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
     ports: list[HostPort] = []
     for kind in ("initContainers", "containers"):
-        for i, container in enumerate(spec.get(kind) or ()):
+        for i, container in enumerate(_objects(spec.get(kind), f"spec.{kind}")):
             # Only sidecars (restartable init containers) hold their ports while the pod runs
             # (``GetHostPorts`` in kube-scheduler's util).
             if kind == "initContainers" and container.get("restartPolicy") != "Always":
                 continue
-            for j, port in enumerate(container.get("ports") or ()):
+            for j, port in enumerate(_objects(container.get("ports"), f"spec.{kind}[{i}].ports")):
                 host_port = port.get("hostPort")
                 if not host_port:
                     continue
-                if not isinstance(host_port, int) or not 0 < host_port < 65536:
-                    raise PodParseError(f"spec.{kind}[{i}].ports[{j}].hostPort: invalid port {host_port!r}")
-                ports.append(
-                    HostPort(port.get("protocol") or "TCP", port.get("hostIP") or "0.0.0.0", host_port)
-                )
+                path = f"spec.{kind}[{i}].ports[{j}]"
+                if not isinstance(host_port, int):
+                    raise PodParseError(f"{path}.hostPort: must be an integer, not {json_type(host_port)}")
+                if not 0 < host_port < 65536:
+                    raise PodParseError(f"{path}.hostPort: invalid port {host_port!r}")
+                protocol = _string(port, "protocol", path) or "TCP"
+                ports.append(HostPort(protocol, _string(port, "hostIP", path) or "0.0.0.0", host_port))
     return tuple(ports)
 
 
@@ -121,20 +176,18 @@ class PodInfo:
     def __init__(self, raw: Mapping[str, Any]) -> None:
         if not isinstance(raw, Mapping):
             raise PodParseError("pod: must be an object")
-        meta = raw.get("metadata") or {}
-        spec = raw.get("spec") or {}
-        status = raw.get("status") or {}
-        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
-            raise PodParseError("metadata/spec: must be objects")
+        meta = _object(raw.get("metadata"), "metadata")
+        spec = _object(raw.get("spec"), "spec")
+        status = _object(raw.get("status"), "status")
         self.raw = raw
-        self.name: str = str(meta.get("name") or "")
+        self.name: str = _string(meta, "name", "metadata")
         if not self.name:
             raise PodParseError("metadata.name: required")
-        self.namespace: str = str(meta.get("namespace") or "default")
+        self.namespace: str = _string(meta, "namespace", "metadata") or "default"
         self.key = f"{self.namespace}/{self.name}"
-        self.uid: str = str(meta.get("uid") or self.key)
-        self.labels: dict[str, str] = dict(meta.get("labels") or {})
-        self.annotations: dict[str, str] = dict(meta.get("annotations") or {})
+        self.uid: str = _string(meta, "uid", "metadata") or self.key
+        self.labels: dict[str, str] = _string_map(meta.get("labels"), "metadata.labels")
+        self.annotations: dict[str, str] = _string_map(meta.get("annotations"), "metadata.annotations")
         try:
             self.creation = parse_timestamp(meta.get("creationTimestamp"))
         except ValueError:
@@ -146,19 +199,16 @@ class PodInfo:
         if not isinstance(priority, int):
             raise PodParseError(f"spec.priority: must be an integer, not {priority!r}")
         self.priority: int = priority
-        self.preemption_policy: str = spec.get("preemptionPolicy") or "PreemptLowerPriority"
-        self.scheduler_name: str = spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME
-        self.node_name: str = spec.get("nodeName") or ""
-        self.nominated_node_name: str = (
-            (status.get("nominatedNodeName") or "") if isinstance(status, Mapping) else ""
-        )
+        self.preemption_policy: str = _string(spec, "preemptionPolicy", "spec") or "PreemptLowerPriority"
+        self.scheduler_name: str = _string(spec, "schedulerName", "spec") or DEFAULT_SCHEDULER_NAME
+        self.node_name: str = _string(spec, "nodeName", "spec")
+        self.nominated_node_name: str = _string(status, "nominatedNodeName", "status")
         self.scheduling_gates: tuple[str, ...] = tuple(
-            str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, Mapping)
+            str(g.get("name")) for g in _objects(spec.get("schedulingGates"), "spec.schedulingGates")
         )
-        try:
-            self.tolerations = tuple(Toleration.parse(t) for t in spec.get("tolerations") or ())
-        except AttributeError:
-            raise PodParseError("spec.tolerations: must be a list of objects") from None
+        self.tolerations = tuple(
+            Toleration.parse(t) for t in _objects(spec.get("tolerations"), "spec.tolerations")
+        )
         try:
             computed = pod_requests.compute(raw)
         except pod_requests.RequestsParseError as e:
@@ -178,9 +228,9 @@ class PodInfo:
         self.scoring_cpu: int = computed.scoring_cpu
         self.scoring_memory: int = computed.scoring_memory
         self.host_ports = _host_ports(spec)
-        self.affinity: Mapping[str, Any] = spec.get("affinity") or {}
-        self.topology_spread_constraints: tuple[Mapping[str, Any], ...] = tuple(
-            spec.get("topologySpreadConstraints") or ()
+        self.affinity: Mapping[str, Any] = _affinity(spec.get("affinity"))
+        self.topology_spread_constraints: tuple[Mapping[str, Any], ...] = _objects(
+            spec.get("topologySpreadConstraints"), "spec.topologySpreadConstraints"
         )
         #: derived data plugins compute once per pod (parsed affinity terms, selectors), by plugin key.
         self.extra: dict[str, Any] = {}

@@ -60,8 +60,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api.errors import json_type
 from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
-from kopf_scheduler.api.quantity import QuantityError, int64_milli_value_of, int64_value_of
+from kopf_scheduler.api.quantity import QuantityError, int64_milli_value_of, int64_value_of, wrong_type
 from kopf_scheduler.framework import resources as res
 
 #: the pod condition a resize waits under, and its reason when the node can never fit it (``core/v1``)
@@ -118,6 +119,8 @@ def quantities(raw: Any, path: str) -> dict[str, int]:
             out[str(name)] = int64_milli_value_of(quantity) if name == res.CPU else int64_value_of(quantity)
         except QuantityError as e:
             raise RequestsParseError(f"{path}.{name}: {e}") from None
+        except TypeError:  # unhashable: a list or an object
+            raise RequestsParseError(f"{path}.{name}: {wrong_type(quantity)}") from None
     return out
 
 
@@ -278,18 +281,31 @@ def _finish(aggregate: dict[str, int], pod_level: dict[str, int], overhead: dict
 _Container = tuple[dict[str, int], str]
 
 
+def _container_list(spec: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    """``spec.containers`` or ``spec.initContainers``: a list of objects."""
+    value = spec.get(kind)
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise RequestsParseError(f"spec.{kind}: must be a list, not {json_type(value)}")
+    for i, container in enumerate(value):
+        if not isinstance(container, Mapping):
+            raise RequestsParseError(f"spec.{kind}[{i}]: must be an object, not {json_type(container)}")
+    return list(value)
+
+
 def _containers(spec: Mapping[str, Any]) -> tuple[list[_Container], list[tuple[_Container, bool]]]:
     """The containers, and the init containers with whether each is a sidecar."""
     containers = [
         (_container_spec_requests(c, f"spec.containers[{i}]"), str(c.get("name")))
-        for i, c in enumerate(spec.get("containers") or ())
+        for i, c in enumerate(_container_list(spec, "containers"))
     ]
     inits = [
         (
             (_container_spec_requests(c, f"spec.initContainers[{i}]"), str(c.get("name"))),
             c.get("restartPolicy") == "Always",
         )
-        for i, c in enumerate(spec.get("initContainers") or ())
+        for i, c in enumerate(_container_list(spec, "initContainers"))
     ]
     return containers, inits
 

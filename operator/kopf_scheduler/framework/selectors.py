@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.api.errors import json_type
+
 _LABEL_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _NODE_OPS = _LABEL_OPS | {"Gt", "Lt"}
 
@@ -138,6 +140,35 @@ class NodeSelector:
 
     def matches(self, labels: Mapping[str, str], node_name: str) -> bool:
         return any(t.matches(labels, node_name) for t in self.terms)
+
+
+def node_selector_type_error(raw: Mapping[str, Any]) -> str | None:
+    """The first field of ``raw`` (a ``NodeSelector`` of an API object other than a pod) of the wrong JSON
+    type, as ``path: must be ...``; None when every field has its type. ``NodeSelector.parse`` reads only
+    such a selector: a term of the right types with values upstream refuses still parses (it never
+    matches). The API server stores no other; a file given to ``simulate`` may hold one."""
+    terms = raw.get("nodeSelectorTerms")
+    if terms is None:
+        return None
+    if not isinstance(terms, list | tuple):
+        return f"nodeSelectorTerms: must be a list, not {json_type(terms)}"
+    for i, term in enumerate(terms):
+        if not isinstance(term, Mapping):
+            return f"nodeSelectorTerms[{i}]: must be an object, not {json_type(term)}"
+        for kind in ("matchExpressions", "matchFields"):
+            requirements = term.get(kind)
+            path = f"nodeSelectorTerms[{i}].{kind}"
+            if requirements is None:
+                continue
+            if not isinstance(requirements, list | tuple):
+                return f"{path}: must be a list, not {json_type(requirements)}"
+            for j, requirement in enumerate(requirements):
+                if not isinstance(requirement, Mapping):
+                    return f"{path}[{j}]: must be an object, not {json_type(requirement)}"
+                values = requirement.get("values")
+                if values is not None and not isinstance(values, list | tuple):
+                    return f"{path}[{j}].values: must be a list, not {json_type(values)}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -16,7 +18,7 @@ class Taint:
     effect: str
 
     @classmethod
-    def parse(cls, raw: dict) -> Taint:
+    def parse(cls, raw: Mapping[str, Any]) -> Taint:
         return cls(str(raw.get("key") or ""), str(raw.get("value") or ""), str(raw.get("effect") or ""))
 
     def __str__(self) -> str:
@@ -31,7 +33,7 @@ class Toleration:
     effect: str
 
     @classmethod
-    def parse(cls, raw: dict) -> Toleration:
+    def parse(cls, raw: Mapping[str, Any]) -> Toleration:
         return cls(
             str(raw.get("key") or ""),
             str(raw.get("operator") or "Equal"),

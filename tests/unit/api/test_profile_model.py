@@ -120,6 +120,7 @@ _SCORE_0 = {"enabled": [{"name": "A"}, {"name": "B", "weight": 2}, {"name": "C",
         ),
         (_obj(None), "spec: is required"),
         ([], "a SchedulingProfile must be an object"),
+        ({**_obj({"schedulerName": "s"}), "metadata": "x"}, "metadata: must be an object, not a string"),
     ],
     ids=[
         "weight-zero",
@@ -139,6 +140,7 @@ _SCORE_0 = {"enabled": [{"name": "A"}, {"name": "B", "weight": 2}, {"name": "C",
         "wrong-kind",
         "missing-spec",
         "not-an-object",
+        "metadata-not-an-object",
     ],
 )
 def test_validation_error_names_the_field(obj: Any, message: str) -> None:

@@ -20,6 +20,8 @@ from kopf_scheduler.framework.status import SKIP, Code, Status, error
 from kopf_scheduler.plugins import inter_pod_affinity as ipa
 from kopf_scheduler.plugins.inter_pod_affinity import index as index_module
 from kopf_scheduler.plugins.inter_pod_affinity.plugin import _FILTER_KEY
+from kopf_scheduler.plugins.inter_pod_affinity.terms import pod_terms
+from kopf_scheduler.testing import make_pod
 
 AFFINITY = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (ipa.ERR_REASON_AFFINITY_RULES_NOT_MATCH,))
 ANTI = Status(Code.UNSCHEDULABLE, (ipa.ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,))
@@ -1127,3 +1129,20 @@ def test_vector_filter_matches_per_node_on_subset_of_rows() -> None:
     plugin.pre_filter(state, incoming, snapshot.node_infos)
     rows = np.array([5, 2, 1], dtype=np.int64)
     assert plugin.filter_rows(state, incoming, snapshot.table, rows).tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        ({"matchLabels": 19284}, "matchLabels: must be an object"),
+        ({"matchExpressions": {"key": "a"}}, "matchExpressions: must be a list of objects"),
+    ],
+    ids=["match-labels-number", "match-expressions-object"],
+)
+def test_selector_of_the_wrong_types_is_a_parse_error_of_the_pod(selector: Any, message: str) -> None:
+    """As an invalid label value is (a file given to simulate may hold it; the API server stores none):
+    the pod's terms are refused with a reason, the plugin raises nothing."""
+    term = {"labelSelector": selector, "topologyKey": "zone"}
+    anti = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    info = PodInfo(make_pod().name("p").affinity({"podAntiAffinity": anti}).obj())
+    assert pod_terms(info).error == f"requiredAntiAffinityTerms: {message}"

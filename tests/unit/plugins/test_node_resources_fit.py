@@ -767,6 +767,27 @@ def test_score_by_hand(args: Args, pod: Any, node: Any, existing: Any, expected:
     assert _scores(args, pod, [node], existing) == [expected]
 
 
+#: a node whose memory does not fit an int64: ``Value()`` gives 2^63-1 bytes (as kube-scheduler reads it)
+_INT64_MEMORY = _st_node("n", cpu="100m", memory="999999999999999999999999999999Ki", pods="100m")
+
+
+@pytest.mark.parametrize(
+    ("args", "pod", "expected"),
+    [
+        # memory: (2^63-1 - 64Mi) * 100 wraps around to -27682406500 in int64; Go's / truncates it to 0
+        # (numpy's // floors it to -1, and the node scored -1, "an invalid score"); cpu (100-100)*100/100
+        (_strategy("LeastAllocated"), _st_pod({"cpu": "100m", "memory": "64Mi"}), 0),
+        # memory: min(2^63-1, 2^63-1) * 100 wraps around to -100, / (2^63-1) is 0; cpu 100 -> (100+0)/2
+        (_strategy("MostAllocated"), _st_pod({"cpu": "100m", "memory": "10Ei"}), 50),
+    ],
+    ids=["least", "most"],
+)
+def test_score_truncates_toward_zero_where_int64_wraps(args: Args, pod: Any, expected: int) -> None:
+    """kube-scheduler's scorers compute in int64 and divide with Go's ``/`` (toward zero): a product past
+    2^63 wraps around to a negative number that divides to 0, not -1; per node and vectorised alike."""
+    assert _scores(args, pod, [_INT64_MEMORY]) == [expected]
+
+
 # -- in-place resizes and pod-level requests ------------------------------------------------------------
 def _resized_on_n(spec_cpu: str, running_cpu: str, condition: str = "") -> dict[str, Any]:
     builder = make_pod().name(f"p{next(_ids)}").node("n").req(cpu=spec_cpu, memory="1Gi")

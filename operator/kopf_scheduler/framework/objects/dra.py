@@ -18,7 +18,7 @@ from typing import Any
 
 from kopf_scheduler.framework.events import Resource
 from kopf_scheduler.framework.objects.kind import ObjectKind, ObjectParseError, object_key
-from kopf_scheduler.framework.selectors import NodeSelector
+from kopf_scheduler.framework.selectors import NodeSelector, node_selector_type_error
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 EXACT_COUNT, ALL = "ExactCount", "All"
@@ -252,6 +252,15 @@ def _allocated(allocation: Mapping[str, Any]) -> tuple[AllocatedDevice, ...]:
     return tuple(out)
 
 
+def _node_selector(value: Any, path: str) -> NodeSelector:
+    """A node selector (a claim's allocation, a ResourceSlice's), its fields of the right JSON types."""
+    raw = _map(value, path)
+    wrong = node_selector_type_error(raw)
+    if wrong is not None:
+        raise ObjectParseError(f"{path}.{wrong}")
+    return NodeSelector.parse(raw)
+
+
 def parse_resource_claim(raw: Mapping[str, Any]) -> ResourceClaim:
     namespace, name = object_key(raw, namespaced=True)
     meta = _map(raw.get("metadata"), "metadata")
@@ -266,7 +275,7 @@ def parse_resource_claim(raw: Mapping[str, Any]) -> ResourceClaim:
     allocation = None if allocation is None else _map(allocation, "status.allocation")
     node_selector = None
     if allocation is not None and allocation.get("nodeSelector") is not None:
-        node_selector = NodeSelector.parse(_map(allocation["nodeSelector"], "status.allocation.nodeSelector"))
+        node_selector = _node_selector(allocation["nodeSelector"], "status.allocation.nodeSelector")
     reserved = []
     for i, ref in enumerate(_list(status.get("reservedFor"), "status.reservedFor")):
         ref = _map(ref, f"status.reservedFor[{i}]")

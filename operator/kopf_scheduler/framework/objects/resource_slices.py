@@ -17,7 +17,16 @@ from typing import Any
 
 from kopf_scheduler.api.quantity import QuantityError, parse_quantity
 from kopf_scheduler.framework.events import Resource
-from kopf_scheduler.framework.objects.dra import GROUP, VERSION, Attribute, _int, _list, _map, _str
+from kopf_scheduler.framework.objects.dra import (
+    GROUP,
+    VERSION,
+    Attribute,
+    _int,
+    _list,
+    _map,
+    _node_selector,
+    _str,
+)
 from kopf_scheduler.framework.objects.kind import ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.framework.selectors import NodeSelector
 
@@ -111,7 +120,7 @@ def parse_resource_slice(raw: Mapping[str, Any]) -> ResourceSlice:
         slice_count=_int(pool.get("resourceSliceCount"), "spec.pool.resourceSliceCount", 0),
         node_name=_str(spec.get("nodeName"), "spec.nodeName"),
         all_nodes=bool(all_nodes),
-        node_selector=None if selector is None else NodeSelector.parse(_map(selector, "spec.nodeSelector")),
+        node_selector=None if selector is None else _node_selector(selector, "spec.nodeSelector"),
         per_device_node_selection=spec.get("perDeviceNodeSelection") is not None,
         devices=tuple(
             _device(d, f"spec.devices[{i}]") for i, d in enumerate(_list(spec.get("devices"), "spec.devices"))

@@ -13,10 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, value_of
+from kopf_scheduler.api.quantity import QuantityError, value_of, wrong_type
 from kopf_scheduler.framework.events import Resource
 from kopf_scheduler.framework.objects.kind import ObjectKind, ObjectParseError, object_key, string_map
-from kopf_scheduler.framework.selectors import LabelSelector, NodeSelector, SelectorError
+from kopf_scheduler.framework.selectors import (
+    LabelSelector,
+    NodeSelector,
+    SelectorError,
+    node_selector_type_error,
+)
 from kopf_scheduler.framework.volumes import InTreeDisk, VolumeParseError, in_tree_disk
 
 _EMPTY: Mapping[str, Any] = {}
@@ -63,6 +68,8 @@ def _quantity(value: Any, path: str) -> int | None:
         return value_of(value)
     except QuantityError as e:
         raise ObjectParseError(f"{path}: {e}") from None
+    except TypeError:  # unhashable: a list or an object
+        raise ObjectParseError(f"{path}: {wrong_type(value)}") from None
 
 
 def _meta(raw: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str], str, str]:
@@ -128,6 +135,9 @@ def parse_persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
     if required is not None:
         if not isinstance(required, Mapping):
             raise ObjectParseError("spec.nodeAffinity.required: must be an object")
+        wrong = node_selector_type_error(required)
+        if wrong is not None:
+            raise ObjectParseError(f"spec.nodeAffinity.required.{wrong}")
         node_affinity = NodeSelector.parse(required)
         if any(term.invalid for term in node_affinity.terms):
             affinity_error = "spec.nodeAffinity.required: invalid node selector term"

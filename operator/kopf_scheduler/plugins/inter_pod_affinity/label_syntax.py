@@ -118,9 +118,14 @@ def parse_label_selector(raw: Any) -> LabelSelector | None:
         return None
     if not isinstance(raw, Mapping):
         raise SelectorError("label selector must be an object")
-    for key, value in (raw.get("matchLabels") or {}).items():
+    match_labels, expressions = raw.get("matchLabels") or {}, raw.get("matchExpressions") or ()
+    if not isinstance(match_labels, Mapping):
+        raise SelectorError("matchLabels: must be an object")
+    if not isinstance(expressions, list | tuple):
+        raise SelectorError("matchExpressions: must be a list of objects")
+    for key, value in match_labels.items():
         _check_requirement(str(key), "In", [str(value)])
-    for expr in raw.get("matchExpressions") or ():
+    for expr in expressions:
         if not isinstance(expr, Mapping):
             raise SelectorError("matchExpressions: must be a list of objects")
         operator = str(expr.get("operator") or "")

@@ -22,9 +22,15 @@ from kopf_scheduler.plugins.node_resources_fit.args import (
 
 
 def _trunc_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """Integer division rounding toward zero, as Go does (numpy's // floors)."""
-    q = np.abs(a) // np.abs(b)
-    return np.where((a < 0) ^ (np.asarray(b) < 0), -q, q)
+    """Integer division rounding toward zero, as Go's int64 ``/`` does: numpy's ``//`` floors, one less
+    where the signs differ and the division is not exact (a product that wrapped around past int64:
+    ``(alloc - requested) * 100`` near 2^63 of allocatable is negative, and scores 0 upstream, not -1).
+    ``b`` is never 0. The correction costs one pass when no sign differs (the usual case)."""
+    q = a // b
+    signs_differ = (a ^ b) < 0
+    if signs_differ.any():
+        q = q + (signs_differ & (a % b != 0))
+    return q
 
 
 def _shape_scores(shape: Sequence[ShapePoint], utilization: np.ndarray) -> np.ndarray:
@@ -51,10 +57,10 @@ def resource_scores(
     """Per-resource scores (same shape as the inputs); entries with ``alloc == 0`` are meaningless."""
     safe = np.where(alloc == 0, 1, alloc)
     if strategy == LEAST_ALLOCATED:
-        return np.where(requested > alloc, 0, (alloc - requested) * MAX_NODE_SCORE // safe)
+        return np.where(requested > alloc, 0, _trunc_div((alloc - requested) * MAX_NODE_SCORE, safe))
     if strategy == MOST_ALLOCATED:
-        return np.minimum(requested, alloc) * MAX_NODE_SCORE // safe
-    utilization = np.where(requested > alloc, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe)
+        return _trunc_div(np.minimum(requested, alloc) * MAX_NODE_SCORE, safe)
+    utilization = np.where(requested > alloc, MAX_UTILIZATION, _trunc_div(requested * MAX_UTILIZATION, safe))
     return _shape_scores(shape, utilization)
 
 
@@ -68,7 +74,7 @@ def combine(strategy: str, scores: np.ndarray, alloc: np.ndarray, weights: np.nd
     weight_sum = w.sum(axis=-1)
     safe = np.where(weight_sum == 0, 1, weight_sum)
     if strategy in (LEAST_ALLOCATED, MOST_ALLOCATED):
-        result = total // safe
+        result = _trunc_div(total, safe)
     else:  # math.Round: half away from zero, on non-negative values
         result = (2 * total + safe) // (2 * safe)
     return np.where(weight_sum == 0, 0, result).astype(np.int64)

@@ -60,6 +60,10 @@ def test_absent_fields_read_as_upstreams_go_struct_does() -> None:
         ({"minMember": 2**31}, "spec.minMember: must be a 32-bit integer, not 2147483648"),
         ({"minResources": {"cpu": "lots"}}, "spec.minResources.cpu: invalid quantity 'lots'"),
         ({"minResources": ["cpu"]}, "spec.minResources: must be a map of resource names to quantities"),
+        (
+            {"minResources": {"memory": ["1Gi"]}},
+            "spec.minResources.memory: must be a quantity (a string or a number), not a list",
+        ),
         ({"scheduleTimeoutSeconds": 1.5}, "spec.scheduleTimeoutSeconds: must be a 32-bit integer, not 1.5"),
         ("big", "spec: must be an object"),
     ],
