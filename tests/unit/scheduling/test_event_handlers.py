@@ -82,6 +82,38 @@ async def test_unreadable_pod_gets_a_failure_report_and_the_loop_goes_on() -> No
     assert client.bound == [("default/good", "n1")]
 
 
+async def test_wrong_typed_pod_gets_a_failure_report_naming_the_field_and_the_loop_goes_on() -> None:
+    scheduler, client = _scheduler()
+    bad = make_pod().name("bad").scheduler_name("kopf-scheduler").obj()
+    bad["spec"]["containers"] = [None]
+    bound = make_pod().name("bound").node("n1").obj()
+    bound["status"] = ["x"]  # assigned: nothing to report on, only a warning
+    scheduler.add_pod(bad)
+    scheduler.add_pod(bound)
+    scheduler.add_pod(make_pod().name("good").scheduler_name("kopf-scheduler").obj())
+    await _drain(scheduler)
+    assert client.failures == [
+        (
+            "default/bad",
+            "SchedulerError",
+            "pod cannot be scheduled: spec.containers[0]: must be an object, not null",
+        )
+    ]
+    assert client.bound == [("default/good", "n1")]
+
+
+async def test_wrong_typed_node_is_skipped_with_a_warning_naming_the_field(caplog: Any) -> None:
+    scheduler, client = _scheduler()
+    bad = make_node().name("n2").obj()
+    bad["status"]["allocatable"] = "1n"
+    scheduler.add_node(bad)
+    assert scheduler.cache.node_info("n2") is None
+    assert "ignoring node n2: status.allocatable: must be an object, not a string" in caplog.text
+    scheduler.add_pod(make_pod().name("p").scheduler_name("kopf-scheduler").obj())
+    await _drain(scheduler)
+    assert client.bound == [("default/p", "n1")]
+
+
 async def test_deleted_pending_pod_leaves_no_trace() -> None:
     scheduler, client = _scheduler()
     pod = make_pod().name("gone").scheduler_name("kopf-scheduler").obj()
