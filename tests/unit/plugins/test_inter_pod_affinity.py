@@ -15,6 +15,7 @@ from kopf_scheduler.framework.args import ArgsError, decode_args
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, QueueingHint, Resource
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.objects import Namespace
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, error
 from kopf_scheduler.plugins import inter_pod_affinity as ipa
@@ -1116,6 +1117,7 @@ def test_events_registered() -> None:
         (Resource.ASSIGNED_POD, Action.ADD | Action.UPDATE_POD_LABEL | Action.DELETE),
         (Resource.TARGET_POD, Action.UPDATE_POD_LABEL),
         (Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL),
+        (Resource.NAMESPACE, Action.ADD | Action.UPDATE),
     }
 
 
@@ -1146,3 +1148,85 @@ def test_selector_of_the_wrong_types_is_a_parse_error_of_the_pod(selector: Any, 
     anti = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     info = PodInfo(make_pod().name("p").affinity({"podAntiAffinity": anti}).obj())
     assert pod_terms(info).error == f"requiredAntiAffinityTerms: {message}"
+
+
+def _ns(name: str, **labels: str) -> Namespace:
+    return Namespace(name, labels)
+
+
+TEAM1 = {"matchLabels": {"team": "team1"}}
+NAMESPACE_HINTS = [
+    # (id, pod affinity, pod namespace, old namespace, new namespace, expected)
+    (
+        "affinity-selector-now-picks-namespace",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        _ns("x"),
+        _ns("x", team="team1"),
+        Q,
+    ),
+    (
+        "anti-affinity-selector-no-longer-picks-namespace",
+        affinity(anti=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        _ns("x", team="team1"),
+        _ns("x"),
+        Q,
+    ),
+    (
+        "new-namespace-picked",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        None,
+        _ns("x", team="team1"),
+        Q,
+    ),
+    (
+        "relabelled-but-still-picked",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector=TEAM1)]),
+        "default",
+        _ns("x", team="team1"),
+        _ns("x", team="team1", other="y"),
+        S,
+    ),
+    (
+        "pod-without-namespace-selectors",
+        affinity(required=[term(labels={"app": "db"}, topology="zone")]),
+        "default",
+        _ns("x"),
+        _ns("x", team="team1"),
+        S,
+    ),
+    (
+        "empty-selector-picks-every-namespace-anyway",
+        affinity(required=[term(labels={"app": "db"}, topology="zone", ns_selector={})]),
+        "default",
+        _ns("x"),
+        _ns("x", team="team1"),
+        S,
+    ),
+    (
+        "own-namespace-relabelled: existing pods' selectors may see it now",
+        affinity(required=[term(labels={"app": "db"}, topology="zone")]),
+        "x",
+        _ns("x"),
+        _ns("x", team="team1"),
+        Q,
+    ),
+    ("labels-unchanged", {}, "x", _ns("x", team="team1"), _ns("x", team="team1"), S),
+]
+
+
+@pytest.mark.parametrize(
+    ("aff", "namespace", "old", "new", "expected"),
+    [c[1:] for c in NAMESPACE_HINTS],
+    ids=[c[0] for c in NAMESPACE_HINTS],
+)
+def test_namespace_change_hint(
+    aff: dict[str, Any], namespace: str, old: Namespace | None, new: Namespace, expected: QueueingHint
+) -> None:
+    plugin = plugin_for(snapshot_of([]))
+    hints = {(r.event.resource, r.event.action): r.hint for r in plugin.events_to_register()}
+    hint = hints[(Resource.NAMESPACE, Action.ADD | Action.UPDATE)]
+    assert hint is not None
+    assert hint(PodInfo(pod(namespace=namespace, aff=aff)), old, new) is expected

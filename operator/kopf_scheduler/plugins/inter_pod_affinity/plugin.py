@@ -7,8 +7,10 @@ store (``handle.objects``), upstream's namespace informer. The incoming pod's te
 whose labels their selector matches once per cycle; existing pods' terms are matched against the incoming
 pod's namespace labels. A namespace the store does not know has no labels.
 
-As upstream, no Namespace event is registered: a pod waiting for a namespace's labels is retried by the
-five-minute leftover flush.
+Beyond upstream (which registers no Namespace event and leaves such pods to the five-minute flush), a
+Namespace added or relabelled requeues the pods whose required terms select namespaces by label, and the
+pods of that namespace (existing pods' terms may select it now or no longer). It changes when a pod is
+retried, never what is decided.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
-from kopf_scheduler.framework.objects import NAMESPACES
+from kopf_scheduler.framework.objects import NAMESPACES, Namespace
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins import names
@@ -203,6 +205,9 @@ class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, Vecto
             ClusterEventWithHint(
                 ClusterEvent(Resource.NODE, Action.ADD | Action.UPDATE_NODE_LABEL), _node_changed
             ),
+            ClusterEventWithHint(
+                ClusterEvent(Resource.NAMESPACE, Action.ADD | Action.UPDATE), _namespace_changed
+            ),
         ]
 
 
@@ -266,6 +271,30 @@ def _node_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
             return QueueingHint.QUEUE
         value = before.get(term.topology_key)
         if value is not None and after.get(term.topology_key) != value:
+            return QueueingHint.QUEUE
+    return QueueingHint.SKIP
+
+
+def _namespace_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """A namespace added or relabelled: it may now (or no longer) be picked by the pod's required terms,
+    or, being the pod's own, by existing pods' terms."""
+    if not isinstance(new, Namespace):
+        return QueueingHint.SKIP
+    before = old.labels if isinstance(old, Namespace) else {}
+    if before == new.labels:
+        return QueueingHint.SKIP
+    if new.name == pod.namespace:
+        return QueueingHint.QUEUE
+    terms = pod_terms(pod)
+    if terms.error:
+        return QueueingHint.QUEUE
+    for term in (*terms.required_affinity, *terms.required_anti):
+        selector = term.namespace_selector
+        if (
+            selector is not None
+            and not selector.empty
+            and selector.matches(before) != selector.matches(new.labels)
+        ):
             return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
