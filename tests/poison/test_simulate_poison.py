@@ -209,6 +209,11 @@ REGRESSIONS = [
     ),
     pytest.param(
         "Pod",
+        _pod(containers=[{"name": "c", "resources": {"requests": {"cpu": "1", "\n": ":"}}}]),
+        id="pod-resource-name-newline",  # named in one line: requests['\n']
+    ),
+    pytest.param(
+        "Pod",
         _pod(nodeName="n1", affinity={"podAntiAffinity": 1.5}),
         id="bound-pod-affinity-float",
     ),

@@ -41,3 +41,12 @@ def json_type(value: object) -> str:
     if isinstance(value, list | tuple):
         return "a list"
     return "an object"
+
+
+def key_path(path: str, key: object) -> str:
+    """``path.key`` for a map key in a field path (``status.allocatable.cpu``); a key that is not a
+    printable string (a newline in a resource name) is quoted, ``path['a\\nb']``, so that the message
+    stays one line."""
+    if isinstance(key, str) and key.isprintable():
+        return f"{path}.{key}"
+    return f"{path}[{key!r}]"

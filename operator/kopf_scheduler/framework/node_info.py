@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from kopf_scheduler.api.errors import json_type
+from kopf_scheduler.api.errors import json_type, key_path
 from kopf_scheduler.api.quantity import (
     QuantityError,
     add_int64,
@@ -147,9 +147,9 @@ class NodeInfo:
                     int64_milli_value_of(quantity) if resource == res.CPU else int64_value_of(quantity)
                 )
             except QuantityError as e:
-                raise NodeParseError(f"{source}.{resource}: {e}") from None
+                raise NodeParseError(f"{key_path(source, resource)}: {e}") from None
             except TypeError:  # unhashable: a list or an object
-                raise NodeParseError(f"{source}.{resource}: {wrong_type(quantity)}") from None
+                raise NodeParseError(f"{key_path(source, resource)}: {wrong_type(quantity)}") from None
         images = _images(status.get("images"))
         labels = meta.get("labels")
         if labels is not None and not _is_string_map(labels):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kopf_scheduler.api.errors import json_type
+from kopf_scheduler.api.errors import json_type, key_path
 from kopf_scheduler.framework import pod_requests
 from kopf_scheduler.framework import resources as res
 from kopf_scheduler.framework.taints import Toleration
@@ -106,7 +106,7 @@ def _string_map(value: Any, path: str) -> dict[str, str]:
         if not isinstance(k, str):
             raise PodParseError(f"{path}: keys must be strings, not {json_type(k)}")
         if not isinstance(v, str):
-            raise PodParseError(f"{path}.{k}: must be a string, not {json_type(v)}")
+            raise PodParseError(f"{key_path(path, k)}: must be a string, not {json_type(v)}")
     return dict(value)
 
 

@@ -60,7 +60,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kopf_scheduler.api.errors import json_type
+from kopf_scheduler.api.errors import json_type, key_path
 from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
 from kopf_scheduler.api.quantity import QuantityError, int64_milli_value_of, int64_value_of, wrong_type
 from kopf_scheduler.framework import resources as res
@@ -118,9 +118,9 @@ def quantities(raw: Any, path: str) -> dict[str, int]:
         try:
             out[str(name)] = int64_milli_value_of(quantity) if name == res.CPU else int64_value_of(quantity)
         except QuantityError as e:
-            raise RequestsParseError(f"{path}.{name}: {e}") from None
+            raise RequestsParseError(f"{key_path(path, name)}: {e}") from None
         except TypeError:  # unhashable: a list or an object
-            raise RequestsParseError(f"{path}.{name}: {wrong_type(quantity)}") from None
+            raise RequestsParseError(f"{key_path(path, name)}: {wrong_type(quantity)}") from None
     return out
 
 

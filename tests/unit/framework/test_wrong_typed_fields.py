@@ -134,6 +134,10 @@ def _with(pod: dict[str, Any], **top: Any) -> dict[str, Any]:
             "spec.containers[0].ports: must be a list, not a number",
         ),
         (
+            _pod(containers=[{"name": "c", "resources": {"requests": {"\n": ":"}}}]),
+            "spec.containers[0].resources.requests['\\n']: invalid quantity ':'",
+        ),
+        (
             _pod(affinity={"podAntiAffinity": 1.5}),
             "spec.affinity.podAntiAffinity: must be an object, not a number",
         ),
@@ -174,6 +178,7 @@ def _with(pod: dict[str, Any], **top: Any) -> dict[str, Any]:
         "host-port-protocol-list",
         "host-port-list",
         "ports-number",
+        "resource-name-newline",
         "anti-affinity-number",
         "affinity-list",
         "tolerations-number",

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kopf_scheduler.api.errors import key_path
 from kopf_scheduler.api.quantity import QuantityError, milli_value_of, value_of, wrong_type
 from kopf_scheduler.framework.events import Resource
 from kopf_scheduler.framework.objects.kind import ObjectKind, ObjectParseError, object_key
@@ -78,9 +79,9 @@ def _resources(value: Any, path: str) -> dict[str, int] | None:
         try:
             out[str(name)] = milli_value_of(quantity) if name == "cpu" else value_of(quantity)
         except QuantityError as e:
-            raise ObjectParseError(f"{path}.{name}: {e}") from None
+            raise ObjectParseError(f"{key_path(path, name)}: {e}") from None
         except TypeError:  # unhashable: a list or an object
-            raise ObjectParseError(f"{path}.{name}: {wrong_type(quantity)}") from None
+            raise ObjectParseError(f"{key_path(path, name)}: {wrong_type(quantity)}") from None
     return out
 
 
