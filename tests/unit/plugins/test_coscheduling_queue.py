@@ -142,6 +142,7 @@ def test_events_to_register() -> None:
     assert events == [
         ClusterEvent(Resource.POD, Action.ADD),
         ClusterEvent(Resource.POD_GROUP, Action.ADD | Action.UPDATE),
+        ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE),
     ]
 
 
@@ -174,6 +175,28 @@ def test_pod_group_hint(group: dict[str, object], want: QueueingHint) -> None:
     (pod,) = handle.pods(member("p", "pg").obj())
     hint = plugin(handle).events_to_register()[1].hint
     assert hint is not None and hint(pod, None, parse_pod_group(group)) is want
+
+
+@pytest.mark.parametrize(
+    ("waiting", "deleted", "want"),
+    [
+        pytest.param(
+            ("p", "pg"), ("q", "node-1"), QueueingHint.QUEUE, id="a bound pod freed room for a gang"
+        ),
+        pytest.param(("p", "pg"), ("q", None), QueueingHint.SKIP, id="a pod that held no room"),
+        pytest.param(("p", None), ("q", "node-1"), QueueingHint.SKIP, id="a pod of no gang waits for others"),
+    ],
+)
+def test_assigned_pod_delete_hint(
+    waiting: tuple[str, str | None], deleted: tuple[str, str | None], want: QueueingHint
+) -> None:
+    handle = Handle()
+    gone = member(deleted[0], None).obj()
+    if deleted[1]:
+        gone["spec"]["nodeName"] = deleted[1]
+    pending, old = handle.pods(member(waiting[0], waiting[1]).obj(), gone)
+    hint = plugin(handle).events_to_register()[2].hint
+    assert hint is not None and hint(pending, old, None) is want
 
 
 # -- arguments -----------------------------------------------------------------------------------------

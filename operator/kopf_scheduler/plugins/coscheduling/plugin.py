@@ -192,7 +192,19 @@ class Coscheduling(
             ClusterEventWithHint(
                 ClusterEvent(Resource.POD_GROUP, Action.ADD | Action.UPDATE), self._own_group_changed
             ),
+            # Beyond scheduler-plugins (which leaves it to the five-minute flush): a bound pod deleted
+            # may free the room a gang rejected at Permit or in PostFilter waits for. Its members were
+            # last rejected by this plugin, so no resource plugin's event would retry them.
+            ClusterEventWithHint(ClusterEvent(Resource.ASSIGNED_POD, Action.DELETE), self._room_freed),
         ]
+
+    @staticmethod
+    def _room_freed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+        if not pod_group_name(pod):
+            return QueueingHint.SKIP
+        if isinstance(old, PodInfo) and not old.node_name and not old.nominated_node_name:
+            return QueueingHint.SKIP
+        return QueueingHint.QUEUE
 
     @staticmethod
     def _member_added(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
