@@ -275,6 +275,21 @@ REGRESSIONS = [
         id="claim-allocation-term-list",
     ),
     pytest.param(
+        "ResourceSlice",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "poison"},
+            "spec": {
+                "driver": "gpu.example.com",
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 0, "resourceSliceCount": 1},
+                "devices": [{"name": "gpu-0", "capacity": {"\n": 1}}],
+            },
+        },
+        id="slice-capacity-name-newline",  # named in one line: capacity['\n']
+    ),
+    pytest.param(
         "SchedulingProfile",
         {
             "apiVersion": "kopf-scheduler.io/v1alpha1",

@@ -269,6 +269,18 @@ def _claim(node_selector: Any) -> dict[str, Any]:
             },
             "spec.nodeSelector.nodeSelectorTerms[0]: must be an object, not a number",
         ),
+        (
+            parse_resource_slice,
+            {
+                "metadata": {"name": "s"},
+                "spec": {
+                    "driver": "d",
+                    "pool": {"name": "p"},
+                    "devices": [{"name": "g", "capacity": {"\n": 1}}],
+                },
+            },
+            "spec.devices[0].capacity['\\n']: must be an object",
+        ),
     ],
     ids=[
         "pv-storage-list",
@@ -280,6 +292,7 @@ def _claim(node_selector: Any) -> dict[str, Any]:
         "pvc-storage-object",
         "claim-allocation-term-list",
         "slice-term-number",
+        "slice-capacity-name-newline",
     ],
 )
 def test_object_of_the_wrong_types_is_refused_naming_the_field(

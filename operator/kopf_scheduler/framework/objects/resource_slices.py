@@ -81,19 +81,27 @@ def _attribute(raw: Any, path: str) -> Attribute:
     raise ObjectParseError(f"{path}: exactly one of int, bool, string or version is required")
 
 
+def _key(name: Any) -> str:
+    """A map key as a field path shows it (``capacity[memory]``): quoted unless a printable string, so
+    that a message stays one line."""
+    return name if isinstance(name, str) and name.isprintable() else repr(name)
+
+
 def _device(raw: Any, path: str) -> Device:
     raw = _map(raw, path)
     attributes = {
-        str(name): _attribute(value, f"{path}.attributes[{name}]")
+        str(name): _attribute(value, f"{path}.attributes[{_key(name)}]")
         for name, value in _map(raw.get("attributes"), f"{path}.attributes").items()
     }
     capacity: dict[str, Fraction] = {}
     for name, value in _map(raw.get("capacity"), f"{path}.capacity").items():
-        quantity = _map(value, f"{path}.capacity[{name}]").get("value")
+        quantity = _map(value, f"{path}.capacity[{_key(name)}]").get("value")
         try:
             capacity[str(name)] = parse_quantity(quantity if isinstance(quantity, (str, int, float)) else "")
         except QuantityError:
-            raise ObjectParseError(f"{path}.capacity[{name}].value: invalid quantity {quantity!r}") from None
+            raise ObjectParseError(
+                f"{path}.capacity[{_key(name)}].value: invalid quantity {quantity!r}"
+            ) from None
     return Device(
         name=_str(raw.get("name"), f"{path}.name"),
         attributes=attributes,
