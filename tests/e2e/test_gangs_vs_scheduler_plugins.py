@@ -20,7 +20,8 @@ bind the same pods at every checkpoint, and scheduler-plugins' outcomes are pinn
   the room, no member is bound.
 
 The FailedScheduling messages of the pod without a gang that waits for the room a gang holds must match
-word for word, and so must Coscheduling's reasons for members released from Permit; the minResources
+word for word (but for the one clause scheduler-plugins' 1.34 framework adds and 1.37's does not,
+``V134_ONLY_CLAUSE``), and so must Coscheduling's reasons for members released from Permit; the minResources
 refusal differs in form (``KNOWN_DIFFERENCES``, strict xfail: the day kopf-scheduler matches, the marker
 must go); the members' other messages differ by design (kopf-scheduler
 holds members short of the quorum back at PreEnqueue, silently; scheduler-plugins refuses them at
@@ -121,6 +122,11 @@ def test_both_bind_the_same_pods(
 #: waits for the room the gang holds: its Filter and PostFilter reasons, Coscheduling's "can not find pod
 #: group" among them. (Others are timing-dependent: a member may be tried again, or not yet.)
 SAME_MESSAGES = [("timeout", "other"), ("member-deleted", "other")]
+#: scheduler-plugins v0.34.7 is kube-scheduler v1.34's framework (the newest release this module proxy
+#: serves; none for 1.37): its DynamicResources PostFilter adds this clause before "preemption:", which
+#: kube-scheduler v1.37 (and kopf-scheduler, which follows it) no longer does. The only 1.34-to-1.37
+#: difference these messages hold: taken out of scheduler-plugins' text, the rest compared word for word.
+V134_ONLY_CLAUSE = "no new claims to deallocate, "
 
 
 @pytest.mark.parametrize(("case", "pod"), SAME_MESSAGES)
@@ -130,7 +136,8 @@ def test_failed_scheduling_messages_are_the_same(
     theirs, ours = scheduler_plugins[case], kopf_scheduler[0][case]
     assert not theirs.error and not ours.error, show(theirs, ours)
     assert theirs.messages.get(pod), show(theirs, ours)
-    assert ours.messages.get(pod) == theirs.messages[pod], show(theirs, ours)
+    as_v137 = [m.replace(V134_ONLY_CLAUSE, "") for m in theirs.messages[pod]]
+    assert ours.messages.get(pod) == as_v137, show(theirs, ours)
 
 
 def _messages(outcome: Outcome, text: str) -> set[str]:
