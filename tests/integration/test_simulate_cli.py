@@ -28,11 +28,12 @@ def test_example_cluster_placements(capsys: pytest.CaptureFixture[str]) -> None:
     pods = by_name(run_json(capsys, "--cluster", str(EXAMPLE), "--seed", "1"))
     # batch-1 has the highest priority, goes first, and only node-a1 has 3 free CPUs.
     assert pods["batch-1"]["node"] == "node-a1"
-    # LeastAllocated: node-b1 is the emptiest for the small web pods (59 and 43 vs 41 and 20).
+    # LeastAllocated: node-b1 is the emptiest for the first small web pod (59 vs 41 and 20).
     assert pods["web-1"]["node"] == "node-b1"
-    assert pods["web-2"]["node"] == "node-b1"
-    # A pod without requests counts as 100m / 200Mi for scoring: node-a1 scores 47 against node-b1's 40.
-    assert pods["best-effort"]["node"] == "node-a1"
+    # For the second, node-a1 and node-b1 tie at 413 (`simulate --explain`: Fit 41 + BalancedAllocation 72
+    # against 43 + 70, v1.37's improvement score), and a tie is broken at random (here by --seed); the pod
+    # without requests (100m / 200Mi for scoring) then prefers the node the web pod left.
+    assert {pods["web-2"]["node"], pods["best-effort"]["node"]} == {"node-a1", "node-b1"}
     assert pods["too-big"] == {
         "namespace": "jobs",
         "name": "too-big",
