@@ -641,6 +641,16 @@ def condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     return {}
 
 
+def pod_outcome(cp: ClusterHarness, namespace: str, name: str) -> str:
+    """The pod's node, or ``unschedulable: <message>`` once its PodScheduled condition is False with a
+    message; "" until either."""
+    pod = cp.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    scheduled = condition(pod, "PodScheduled")
+    if scheduled.get("status") == "False" and scheduled.get("message"):
+        return f"unschedulable: {scheduled['message']}"
+    return str(pod["spec"].get("nodeName") or "")
+
+
 def get_profile(cp: ClusterHarness, name: str) -> dict[str, Any]:
     return dict(cp.get(f"{PROFILES}/{name}"))
 

@@ -21,7 +21,7 @@ import pytest
 import storage_capacity
 from operator_harness import fresh_cluster, sized_nodes, wait_until
 from side_by_side import KOPF_SCHEDULER, Scheduler, SideBySide
-from volume_provisioner import SELECTED_NODE
+from volume_provisioner import selected_node
 
 from kopf_scheduler.devcluster.binaries import REQUIRED, built_tool, find_bin_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
@@ -49,11 +49,7 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
     cp.post(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", storage_capacity.claim(NS))
     cp.post(f"/api/v1/namespaces/{NS}/pods", storage_capacity.pod_with_claim(NS))
 
-    def selected() -> str:
-        claim = cp.get(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/data")
-        return str((claim["metadata"].get("annotations") or {}).get(SELECTED_NODE) or "")
-
-    node = wait_until(selected, TIMEOUT, "a node selected for the claim")
+    node = wait_until(lambda: selected_node(cp, NS, "data"), TIMEOUT, "a node selected for the claim")
     pod = cp.get(f"/api/v1/namespaces/{NS}/pods/with-claim")
     gates = ""
     if scheduler.name == KOPF_SCHEDULER:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
+from operator_harness import fresh_cluster, pod_outcome, sized_nodes, wait_until
 from side_by_side import Scheduler, SideBySide
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
@@ -44,25 +44,18 @@ HUGE_MEMORY_MESSAGE = (
 TIMEOUT = 60.0
 
 
-def outcome(cp: ClusterHarness, name: str) -> str:
-    """The pod's node, or ``unschedulable: <message>`` once it has one; "" until either."""
-    pod = cp.get(f"{PODS}/{name}")
-    scheduled = condition(pod, "PodScheduled")
-    if scheduled.get("status") == "False" and scheduled.get("message"):
-        return f"unschedulable: {scheduled['message']}"
-    return str(pod["spec"].get("nodeName") or "")
-
-
 def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
     """The pods' outcomes, the FailedScheduling messages of ``huge-memory`` and the quantities as the API
     server stored them."""
     outcomes = {
-        name: wait_until(lambda name=name: outcome(cp, name), TIMEOUT, f"{name} bound or unschedulable")
+        name: wait_until(
+            lambda name=name: pod_outcome(cp, NS, name), TIMEOUT, f"{name} bound or unschedulable"
+        )
         for name in ("huge-cpu", "huge-memory")
     }
     cp.post(PODS, CANARY)
-    outcomes["canary"] = wait_until(lambda: outcome(cp, "canary"), TIMEOUT, "the canary bound")
-    outcomes["bound-poison"] = outcome(cp, "bound-poison")
+    outcomes["canary"] = wait_until(lambda: pod_outcome(cp, NS, "canary"), TIMEOUT, "the canary bound")
+    outcomes["bound-poison"] = pod_outcome(cp, NS, "bound-poison")
     events = cp.get(f"/api/v1/namespaces/{NS}/events")["items"]
     failed = sorted(
         {

@@ -36,11 +36,11 @@ from typing import Any
 
 import pytest
 import storage_capacity
-from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
+from operator_harness import fresh_cluster, pod_outcome, sized_nodes, wait_until
 from pod_watch import PodWatch
 from side_by_side import Scheduler, SideBySide
 from storage_capacity import PROVISIONER, in_zones
-from volume_provisioner import SELECTED_NODE, TestProvisioner
+from volume_provisioner import TestProvisioner, selected_node
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 
@@ -133,15 +133,6 @@ TOO_BIG_MESSAGE = (
 )
 
 
-def outcome(cp: ClusterHarness, name: str) -> str:
-    """The pod's node, or ``unschedulable: <message>`` once it has one; "" until either."""
-    pod = cp.get(f"{PODS}/{name}")
-    scheduled = condition(pod, "PodScheduled")
-    if scheduled.get("status") == "False" and scheduled.get("message"):
-        return f"unschedulable: {scheduled['message']}"
-    return str(pod["spec"].get("nodeName") or "")
-
-
 def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
     outcomes: dict[str, str] = {}
     with PodWatch(cp, NS) as watch, TestProvisioner(cp, NS, PROVISIONER) as provisioner:
@@ -150,7 +141,8 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
             cp.post(path, body)
             if body["kind"] == "Pod":
                 name = body["metadata"]["name"]
-                outcomes[name] = wait_until(lambda name=name: outcome(cp, name), TIMEOUT, f"{name} decided")
+                decided = f"{name} decided"
+                outcomes[name] = wait_until(lambda name=name: pod_outcome(cp, NS, name), TIMEOUT, decided)
         # the last transition of a bound pod (the API server clearing nominatedNodeName) may reach the
         # watch just after the binding was read
         wait_until(lambda: watch.states("with-claim")[-1][1] == "", 10, "with-claim seen bound by the watch")
@@ -179,17 +171,14 @@ def preempt_in_pre_bind(cp: ClusterHarness) -> dict[str, str]:
     cp.post(f"/api/v1/namespaces/{NS}/persistentvolumeclaims", UNSERVED_CLAIM)
     cp.post(PODS, VICTIM)
 
-    def selected() -> str:
-        claim = cp.get(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/unserved")
-        return str((claim["metadata"].get("annotations") or {}).get(SELECTED_NODE) or "")
-
-    wait_until(selected, TIMEOUT, "the victim's claim given a node (the victim in PreBind)")
+    in_pre_bind = "the victim's claim given a node (the victim in PreBind)"
+    wait_until(lambda: selected_node(cp, NS, "unserved"), TIMEOUT, in_pre_bind)
     cp.post(PODS, PREEMPTOR)
     # the preemptor is unschedulable first (FailedScheduling: "preemption: found a potential placement")
     bound = wait_until(
         lambda: cp.get(f"{PODS}/preemptor")["spec"].get("nodeName"), TIMEOUT, "the preemptor bound"
     )
-    victim = wait_until(lambda: outcome(cp, "victim"), TIMEOUT, "the victim unschedulable")
+    victim = wait_until(lambda: pod_outcome(cp, NS, "victim"), TIMEOUT, "the victim unschedulable")
     return {"preemptor": bound, "victim": victim.split(":")[0]}
 
 

@@ -100,3 +100,9 @@ class TestProvisioner:
                 },
             },
         }
+
+
+def selected_node(cp: ClusterHarness, namespace: str, claim: str) -> str:
+    """The node the scheduler selected for the claim (``volume.kubernetes.io/selected-node``), "" before."""
+    body = cp.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{claim}")
+    return str((body["metadata"].get("annotations") or {}).get(SELECTED_NODE) or "")
