@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 BENCH_ARGS ?=
 
-.PHONY: demo simulate-demo test venv lock lint unit fuzz e2e controlplane image cluster bench bench-small clean
+.PHONY: demo simulate-demo test venv lock lint unit fuzz e2e controlplane image release cluster bench bench-small clean
 
 # The local control plane, the operator, profiles/, a few pods, and a live profile switch.
 demo: venv controlplane
@@ -69,6 +69,13 @@ controlplane:
 image:
 	hack/image/build.sh
 
+# A release in dist/release/, of the commit checked out (uncommitted changes are not in it): the wheel and
+# sdist, the krew plugin's archive and its manifest with the archive's sha256, SHA256SUMS; the same commit
+# gives the same bytes (hack/release/build.py; RELEASE_ARGS="--base-url URL" names where the archive goes).
+RELEASE_ARGS ?=
+release:
+	$(PYTHON) hack/release/build.py $(RELEASE_ARGS)
+
 e2e: venv controlplane image
 	$(PY) -m pytest -q tests/e2e
 
@@ -90,4 +97,4 @@ $(BENCH_STAMP): $(STAMP)
 	touch $(BENCH_STAMP)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist/image
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist/image dist/release
