@@ -1,8 +1,15 @@
 """Where the API server is and how to authenticate to it: ``ConnectionInfo``, and loading it from a
 kubeconfig (``load_kubeconfig``, over the files ``kubeconfig`` reads) or from the pod's service account.
 
-Lookup order (``load_connection``): an explicit kubeconfig path, then ``$KUBECONFIG``, then the in-cluster
-service account, then ``~/.kube/config``. Bearer tokens read from files (the service account's projected
+``load_connection`` is the one place credentials are resolved: the scheduler's own client, Kopf's login
+in both processes of ``kopf-scheduler run`` (``handlers.login``) and the command line all call it. Its
+order: an explicit kubeconfig path (``--kubeconfig``), then ``$KUBECONFIG`` (a path list, merged as
+client-go merges it; when none of its files exists, on to the in-cluster service account, as client-go
+goes on from an empty configuration), then the in-cluster service account, then ``~/.kube/config``
+(controller-runtime's order over client-go's loaders; kube-scheduler's ``BuildConfigFromFlags`` tries
+in-cluster before ``$KUBECONFIG``, kubectl ``~/.kube/config`` before in-cluster). The proxy of the
+connection (``proxy``: a cluster's ``proxy-url``, else ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``) is
+decided at the same time. Bearer tokens read from files (the service account's projected
 token, a kubeconfig ``tokenFile``) are re-read every minute, as client-go's cached file token source does,
 so a rotated token is picked up without a restart; a 401 makes the client call ``reload()``, which
 re-reads everything from the original source (token, CA, client certificates).
@@ -24,7 +31,9 @@ from pathlib import Path
 from typing import Protocol
 
 from kopf_scheduler.k8s import kubeconfig as kc
+from kopf_scheduler.k8s import proxy as proxies
 from kopf_scheduler.k8s.kubeconfig import ConfigError
+from kopf_scheduler.k8s.proxy import Proxy
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: how long a token read from a file is trusted before the file is read again (client-go: 1 minute).
@@ -104,6 +113,8 @@ class ConnectionInfo:
     default_namespace: str = "default"
     #: where this came from, for messages: ``in-cluster`` or ``kubeconfig <path> (context <name>)``.
     source: str = ""
+    #: the proxy every connection goes through (None: direct); see ``k8s.proxy``
+    proxy: Proxy | None = None
     reloader: Callable[[], ConnectionInfo] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -140,9 +151,19 @@ class ConnectionInfo:
         return {}
 
     @property
-    def tls_material(self) -> tuple[bytes | None, bytes | None, bytes | None, bool, str | None]:
-        """What the SSL context is built from: a change means the connection pool must be rebuilt."""
-        return (self.ca_data, self.client_cert, self.client_key, self.insecure, self.tls_server_name)
+    def tls_material(
+        self,
+    ) -> tuple[bytes | None, bytes | None, bytes | None, bool, str | None, Proxy | None]:
+        """What connections are built from (the SSL context, the proxy): a change means the connection
+        pool must be rebuilt."""
+        return (
+            self.ca_data,
+            self.client_cert,
+            self.client_key,
+            self.insecure,
+            self.tls_server_name,
+            self.proxy,
+        )
 
     def reload(self) -> ConnectionInfo:
         """Fresh credentials from the original source (after a 401); self when there is no source."""
@@ -203,12 +224,15 @@ def in_cluster(env: Mapping[str, str] | None = None, sa_dir: Path = SERVICE_ACCO
         namespace = "default"
     token = FileToken(token_file)
     token.token()  # fail now, not at the first request, when it cannot be read
+    server = f"https://{host}:{port}"
     return ConnectionInfo(
-        server=f"https://{host}:{port}",
+        server=server,
         ca_data=ca_data,
         token=token,
         default_namespace=namespace,
         source="in-cluster",
+        # client-go's in-cluster config leaves the proxy to the environment, as every config does
+        proxy=proxies.from_environment(server, env),
         reloader=lambda: in_cluster(env, sa_dir),
     )
 
@@ -217,8 +241,11 @@ def load_kubeconfig(
     paths: str | Path | Sequence[str | Path],
     *,
     context: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ConnectionInfo:
-    """The connection of ``context`` (default: the current context) in the merged kubeconfig files."""
+    """The connection of ``context`` (default: the current context) in the merged kubeconfig files;
+    ``env``: where ``HTTPS_PROXY`` and the like are read when the cluster has no ``proxy-url``."""
+    env = os.environ if env is None else env
     path_list = kc.split_paths(paths)
     found = kc.find_context(path_list, context=context)
     user, cluster = found.user, found.cluster
@@ -247,6 +274,11 @@ def load_kubeconfig(
         if user.body.get("username") is not None and user.body.get("password") is not None:
             username, password = str(user.body["username"]), str(user.body["password"])
 
+    proxy_url = cluster.body.get("proxy-url")
+    if proxy_url:
+        proxy = proxies.parse(str(proxy_url), f"{cluster.origin}: {where_c}.proxy-url")
+    else:
+        proxy = proxies.from_environment(found.server, env)
     return ConnectionInfo(
         server=found.server,
         ca_data=kc.file_or_data(cluster, "certificate-authority", "certificate-authority-data", where_c),
@@ -259,7 +291,8 @@ def load_kubeconfig(
         password=password,
         default_namespace=str(found.context.body.get("namespace") or "default"),
         source=f"kubeconfig {found.files} (context {found.name})",
-        reloader=lambda: load_kubeconfig(path_list, context=context),
+        proxy=proxy,
+        reloader=lambda: load_kubeconfig(path_list, context=context, env=env),
     )
 
 
@@ -270,19 +303,28 @@ def load_connection(
     env: Mapping[str, str] | None = None,
     sa_dir: Path = SERVICE_ACCOUNT_DIR,
 ) -> ConnectionInfo:
-    """An explicit kubeconfig, else ``$KUBECONFIG``, else the in-cluster service account, else
-    ``~/.kube/config``."""
+    """The one credential resolver (see the module): an explicit kubeconfig, else ``$KUBECONFIG``, else
+    the in-cluster service account, else ``~/.kube/config``; ``context`` picks a kubeconfig context."""
     env = os.environ if env is None else env
-    if kubeconfig is not None:
-        return load_kubeconfig(kubeconfig, context=context)
-    if env.get("KUBECONFIG"):
-        return load_kubeconfig(env["KUBECONFIG"], context=context)
+    if kubeconfig is not None and str(kubeconfig):
+        return load_kubeconfig(kubeconfig, context=context, env=env)
+    listed = env.get("KUBECONFIG") or ""
+    if listed:
+        paths = kc.split_paths(listed)
+        if any(p.expanduser().exists() for p in paths):
+            return load_kubeconfig(paths, context=context, env=env)
+        if not is_in_cluster(env, sa_dir):  # client-go: an empty configuration, then in-cluster
+            raise ConfigError(f"$KUBECONFIG: none of its files exists: {listed}")
     if is_in_cluster(env, sa_dir):
+        if context:
+            raise ConfigError(f"context {context!r}: no kubeconfig to find it in (in-cluster has none)")
         return in_cluster(env, sa_dir)
     default = DEFAULT_KUBECONFIG.expanduser()
     if default.is_file():
-        return load_kubeconfig(default, context=context)
-    raise ConfigError("no cluster configuration: pass a kubeconfig, set KUBECONFIG, or run in a cluster")
+        return load_kubeconfig(default, context=context, env=env)
+    raise ConfigError(
+        "no cluster configuration: pass --kubeconfig, set KUBECONFIG, run in a cluster, write ~/.kube/config"
+    )
 
 
 __all__ = [

@@ -8,8 +8,9 @@ share one rebuild. ``before_write`` is handed to the pool for each send, the res
 included: the caller's last word comes when the bytes leave (``k8s.fence``); what it raises is not turned
 into a ``Response``. A rebuild that changes the TLS material replaces the pool; the old one is closed at
 once, its idle connections then and each busy one when its answer is read, so requests still running on
-it finish and no old pool outlives them. A server URL with a path (an API
-server behind a proxy, ``https://proxy/k8s/clusters/c-1``) keeps it in front of every request's path.
+it finish and no old pool outlives them (a changed proxy replaces it too). Connections go through the
+connection's proxy when it has one (``k8s.proxy``: tunnels the pool makes). A server URL with a path (an
+API server behind a proxy, ``https://proxy/k8s/clusters/c-1``) keeps it in front of every request's path.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ class RestClient:
             ssl_context=ssl_context,
             server_hostname=info.tls_server_name,
             limit=self.connections,
+            proxy=info.proxy,
         )
 
     def pool(self) -> HttpPool:
