@@ -1,6 +1,8 @@
-"""The PodGroup CRD in crds/ serves the kind the scheduler watches, with scheduler-plugins' v1alpha1 fields,
-a structural schema, the status subresource the scheduler writes, and the columns `kubectl get podgroups`
-shows."""
+"""The PodGroup CRD in crds/podgroup/ serves the kind the scheduler watches, with scheduler-plugins' v1alpha1
+fields, a structural schema, the status subresource the scheduler writes, and the columns `kubectl get
+podgroups` shows. It is installed on its own (`kubectl apply -k crds/podgroup/`), never by deploy/: the
+CRD belongs to scheduler-plugins' API group, and `kubectl delete -k deploy/` must not delete it and every
+PodGroup with it."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import yaml
 from kopf_scheduler.framework.objects import POD_GROUPS
 
 ROOT = Path(__file__).resolve().parents[2]
-CRD = ROOT / "crds" / "podgroup.yaml"
+CRD = ROOT / "crds" / "podgroup" / "podgroup.yaml"
 
 
 def _crd() -> dict[str, Any]:
@@ -76,8 +78,39 @@ def test_schema_is_structural() -> None:
     walk(_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"], "openAPIV3Schema")
 
 
-def test_deploy_applies_it_and_may_write_its_status() -> None:
-    assert "podgroup.yaml" in yaml.safe_load((ROOT / "crds" / "kustomization.yaml").read_text())["resources"]
+def _kustomized(folder: Path) -> list[dict[str, Any]]:
+    """The objects ``kubectl kustomize folder`` emits (its ``resources``: files and folders, followed)."""
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    objects: list[dict[str, Any]] = []
+    for entry in kustomization["resources"]:
+        path = (folder / entry).resolve()
+        if path.is_dir():
+            objects += _kustomized(path)
+        else:
+            objects += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return objects
+
+
+def _crd_names(objects: list[dict[str, Any]]) -> list[str]:
+    return [o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"]
+
+
+def test_deploy_installs_only_its_own_crd_and_podgroup_is_applied_apart() -> None:
+    assert _crd_names(_kustomized(ROOT / "deploy")) == ["schedulingprofiles.kopf-scheduler.io"]
+    assert _crd_names(_kustomized(ROOT / "crds" / "podgroup")) == ["podgroups.scheduling.x-k8s.io"]
+
+
+def test_the_chart_installs_it_only_from_a_template_it_keeps() -> None:
+    chart = ROOT / "charts" / "kopf-scheduler"
+    # helm installs crds/ unconditionally: the PodGroup CRD is not there but behind podGroupCRD.install
+    assert sorted(p.name for p in (chart / "crds").iterdir()) == ["schedulingprofile.yaml"]
+    assert (chart / "files" / "podgroup-crd.yaml").resolve() == CRD.resolve()
+    template = (chart / "templates" / "podgroup-crd.yaml").read_text()
+    assert "helm.sh/resource-policy" in template and "keep" in template
+    assert yaml.safe_load((chart / "values.yaml").read_text())["podGroupCRD"] == {"install": False}
+
+
+def test_the_scheduler_may_write_its_status() -> None:
     role = next(
         d
         for d in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text())

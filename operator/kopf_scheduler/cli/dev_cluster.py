@@ -53,7 +53,10 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
         "serviceaccount-token: Deployments, ReplicaSets, garbage collection, PDB status, PV binding, ...)",
     )
     up.add_argument(
-        "--crds", type=Path, default=None, help="folder of manifests to apply (default: the repo's crds/)"
+        "--crds",
+        type=Path,
+        default=None,
+        help="folder of manifests to apply, subfolders included (default: the repo's crds/)",
     )
     up.add_argument("--timeout", type=float, default=120.0, help="start-up budget in seconds (120)")
     up.set_defaults(func=cmd_up)

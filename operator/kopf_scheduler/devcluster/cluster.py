@@ -68,7 +68,8 @@ def default_state_dir() -> Path:
 
 
 def default_crds_dir() -> Path | None:
-    """The repository's ``crds/`` folder when running from a source checkout, else None."""
+    """The repository's ``crds/`` folder when running from a source checkout, else None. The dev cluster
+    applies it with its subfolders: the SchedulingProfile CRD and ``podgroup/`` (gang scheduling)."""
     candidate = Path(__file__).resolve().parents[3] / "crds"
     return candidate if candidate.is_dir() else None
 
@@ -422,13 +423,16 @@ class DevCluster:
             raise ClusterError(f"kubectl {' '.join(args)} failed:\n{result.stdout}{result.stderr}")
 
     def _apply_crds(self) -> None:
-        """Apply every manifest in the crds folder (if any) and wait for the CRDs to be Established."""
+        """Apply every manifest in the crds folder and its subfolders (the repository's ``crds/podgroup/``,
+        kept apart from ``deploy/``), if any, and wait for the CRDs to be Established."""
         d = self.crds_dir
         if d is None or not d.is_dir():
             return
         # Every manifest but a kustomization (which kustomize reads, not the API server).
         files = sorted(
-            p for p in d.iterdir() if p.suffix in (".yaml", ".yml", ".json") and p.stem != "kustomization"
+            p
+            for p in d.rglob("*")
+            if p.is_file() and p.suffix in (".yaml", ".yml", ".json") and p.stem != "kustomization"
         )
         if not files:
             return
