@@ -9,6 +9,7 @@ from typing import Any
 
 import kopf
 
+from kopf_scheduler.handlers import login
 from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.intake_link import IntakeLink
 from kopf_scheduler.service.service import SchedulerService
@@ -58,10 +59,10 @@ KOPF_LIST_CHUNK = 500
 
 
 def new_registry() -> kopf.OperatorRegistry:
-    """An empty registry for an operator of its own, logging in as Kopf's default registry does when the
-    Kubernetes client is installed (kubeconfig or the pod's service account)."""
+    """An empty registry for an operator of its own, logging in through the scheduler's own credential
+    loader (``login``), so Kopf's connections and the scheduler's act as one identity."""
     registry = kopf.OperatorRegistry()
-    kopf.on.login(registry=registry, errors=kopf.ErrorsMode.IGNORED)(kopf.login_via_client)
+    login.register(registry)
     return registry
 
 
@@ -86,6 +87,10 @@ def configure(settings: kopf.OperatorSettings) -> None:
     # Kopf lists every watched kind in one request unless told otherwise: 50,000 pods as one response
     # would be held whole (the bytes, then the decoded objects) beside the scheduler's own copies.
     settings.watching.chunk_size = KOPF_LIST_CHUNK
+
+
+# ``kopf run -m kopf_scheduler.handlers``: Kopf's default registry logs in as ``kopf-scheduler run`` does
+login.register()
 
 
 @kopf.on.startup()
