@@ -5,7 +5,8 @@ committed file is what this module generates. The JSON schema is converted into 
 schema: numeric ``exclusiveMinimum`` becomes ``minimum`` + ``exclusiveMinimum: true``;
 ``additionalProperties: false`` is dropped (the API server prunes unknown fields instead, and
 ``kubectl`` reports them); lists keyed by plugin name become ``x-kubernetes-list-type: map`` so
-duplicates are rejected by the API server itself.
+duplicates are rejected by the API server itself. ``crd_rules.py`` then adds the CEL rules the API server
+checks at admission (numeric bounds, the queue sort, extenders), with the model's messages.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from kopf_scheduler.api.crd_rules import attach
 from kopf_scheduler.api.schema import GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, SPEC_SCHEMA, VERSION
 
 
@@ -130,7 +132,7 @@ def crd() -> dict[str, Any]:
                                 "apiVersion": {"type": "string", "description": "kopf-scheduler.io/v1alpha1"},
                                 "kind": {"type": "string", "description": "SchedulingProfile"},
                                 "metadata": {"type": "object"},
-                                "spec": _structural(SPEC_SCHEMA),
+                                "spec": attach(_structural(SPEC_SCHEMA)),
                                 "status": STATUS_SCHEMA,
                             },
                         }
