@@ -165,6 +165,8 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
 
 #: gates whose value kopf-scheduler's code reads (``handle.feature_gates``): either value is implemented
 READ = frozenset({
+    "ComponentFlagz",  # service/zpages.py: /flagz on the secure port
+    "ComponentStatusz",  # service/zpages.py: /statusz on the secure port
     "InPlacePodLevelResourcesVerticalScaling",  # framework/pod_requests.py (use_feature_gates): pod status
     "NominatedNodeNameForExpectation",  # scheduling/schedule_one.py: pre-flights, nominatedNodeName
     "NodeDeclaredFeatures",  # plugins/defaults.py, plugins/node_declared_features

@@ -1,5 +1,6 @@
-"""The secure port: ``/metrics``, ``/healthz``, ``/livez`` and ``/readyz`` served as kube-scheduler serves
-them on 10259 (a probe copied from kube-scheduler's manifest works unchanged).
+"""The secure port: ``/metrics``, ``/healthz``, ``/livez``, ``/readyz``, ``/flagz`` and ``/statusz`` served as
+kube-scheduler serves them on 10259 (a probe copied from kube-scheduler's manifest works unchanged; the two
+pages behind the gates ``ComponentFlagz`` and ``ComponentStatusz``, in ``zpages.py``'s formats).
 
 HTTPS (TLS 1.2 or later) with ``--tls-cert-file``/``--tls-private-key-file``, re-read when the files
 change (a rotated Secret), or else with a self-signed certificate made at start, as kube-scheduler does
@@ -26,6 +27,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 
 from aiohttp import web
@@ -35,12 +37,15 @@ from prometheus_client.exposition import choose_encoder
 from kopf_scheduler.k8s.connection import load_cert_chain
 from kopf_scheduler.k8s.delegated_auth import DelegatedAuth
 from kopf_scheduler.k8s.rest import RestClient
+from kopf_scheduler.service import zpages
 from kopf_scheduler.service.config import ServingConfig
 
 log = logging.getLogger(__name__)
 
 #: how often the certificate files are checked for a change
 RELOAD_INTERVAL = 60.0
+#: ``genericapifilters.WithCacheControl``: every answer of kube-scheduler's port carries it
+CACHE_CONTROL = "no-cache, private"
 
 
 class ServingError(Exception):
@@ -141,6 +146,20 @@ def _status(code: int, reason: str, message: str) -> web.Response:
     return web.Response(status=code, text=json.dumps(body) + "\n", content_type="application/json")
 
 
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def _pretty(request: web.Request) -> bool:
+    """Upstream's ``isPrettyPrint``: a ``pretty`` query parameter (``strconv.ParseBool``) when given, else
+    a curl, Wget or browser user agent."""
+    if "pretty" in request.query_string:
+        value = request.query.get("pretty", "")
+        if value:
+            return value in _TRUE
+    agent = request.headers.get("User-Agent", "")
+    return agent.startswith(("curl", "Wget", "Mozilla/5.0"))
+
+
 class MetricsServer:
     def __init__(
         self,
@@ -149,9 +168,10 @@ class MetricsServer:
         ready: Callable[[], tuple[bool, str]] | None = None,
         make_rest: Callable[[], RestClient] | None = None,
         live: Callable[[], tuple[bool, str]] | None = None,
+        pages: zpages.Pages | None = None,
     ) -> None:
         """``make_rest`` builds the client of the reviews (called on the server's thread); needed unless
-        ``config.insecure``."""
+        ``config.insecure``. ``pages``: ``/flagz`` and ``/statusz``, served where its gates are on."""
         if not config.insecure and make_rest is None:
             raise ServingError("the secure port needs an API connection for TokenReview")
         self.config = config
@@ -159,6 +179,9 @@ class MetricsServer:
         self.ready = ready
         #: /healthz and /livez: (healthy, why not); None: always healthy
         self.live = live
+        self.pages = pages
+        self._flagz_text = ""
+        self._paths: list[str] = []
         self._make_rest = make_rest
         self._certificate = None if config.insecure else _Certificate(config.cert_file, config.key_file)
         self._auth: DelegatedAuth | None = None
@@ -206,11 +229,20 @@ class MetricsServer:
         if not self.config.insecure:
             assert self._make_rest is not None
             self._auth = DelegatedAuth(self._make_rest(), self.config.always_allow_paths)
-        app = web.Application(middlewares=[] if self.config.insecure else [self._authorise])
+        middlewares = [self._headers] if self.config.insecure else [self._headers, self._authorise]
+        app = web.Application(middlewares=middlewares)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/livez", self._livez)
+        pages = self.pages
+        if pages is not None and pages.flagz and pages.flags is not None:
+            # upstream caches the text, so its separator stays the same for the process's life
+            self._flagz_text = zpages.flagz_text(pages.flags, zpages.random_delimiter())
+            app.router.add_get("/flagz", self._flagz)
+        if pages is not None and pages.statusz:
+            self._paths = sorted(r.resource.canonical for r in app.router.routes() if r.resource is not None)
+            app.router.add_get("/statusz", self._statusz)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         address = "127.0.0.1" if self.config.insecure else self.config.bind_address
@@ -240,6 +272,21 @@ class MetricsServer:
             self._certificate.reload_if_changed()
 
     @web.middleware
+    async def _headers(self, request: web.Request, handler: Callable[..., object]) -> web.StreamResponse:
+        """``Cache-Control`` on every answer, and a path not served answered as Go's ``http.NotFound``."""
+        try:
+            response = await handler(request)  # type: ignore[misc]
+        except web.HTTPNotFound:
+            response = web.Response(
+                status=404,
+                text="404 page not found\n",
+                headers={"Content-Type": zpages.TEXT, "X-Content-Type-Options": "nosniff"},
+            )
+        assert isinstance(response, web.StreamResponse)
+        response.headers.setdefault("Cache-Control", CACHE_CONTROL)
+        return response
+
+    @web.middleware
     async def _authorise(self, request: web.Request, handler: Callable[..., object]) -> web.StreamResponse:
         assert self._auth is not None
         decision = await self._auth.check(request.headers.get("Authorization"), request.path)
@@ -257,6 +304,40 @@ class MetricsServer:
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         body = encoder(self.registry)
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _flagz(self, request: web.Request) -> web.Response:
+        assert self.pages is not None and self.pages.flags is not None
+        flags = self.pages.flags
+        return self._reply(
+            zpages.answer(
+                "flagz",
+                request.headers.get("Accept", ""),
+                lambda: self._flagz_text,
+                lambda version: zpages.flagz_object(version, flags),
+                _pretty(request),
+            )
+        )
+
+    async def _statusz(self, request: web.Request) -> web.Response:
+        assert self.pages is not None
+        pages, now = self.pages, time.time()
+        status = zpages.Status(
+            pages.start_time, pages.go_version, pages.binary_version, pages.emulation_version, self._paths
+        )
+        return self._reply(
+            zpages.answer(
+                "statusz",
+                request.headers.get("Accept", ""),
+                lambda: zpages.statusz_text(status, zpages.random_delimiter(), now),
+                lambda version: zpages.statusz_object(version, status, now),
+                _pretty(request),
+            )
+        )
+
+    @staticmethod
+    def _reply(reply: zpages.Reply) -> web.Response:
+        headers = {"Content-Type": reply.content_type, **reply.headers}
+        return web.Response(status=reply.status, body=reply.body, headers=headers)
 
     async def _readyz(self, request: web.Request) -> web.Response:
         ok, why = self.ready() if self.ready is not None else (True, "serving")

@@ -27,6 +27,7 @@ from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestCl
 from kopf_scheduler.k8s.leader_thread import LeaderThread
 from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.scheduling.scheduler import Scheduler
+from kopf_scheduler.service import zpages
 from kopf_scheduler.service.binding_confirmation import BindingConfirmation
 from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.feature_gates import resolve_feature_gates
@@ -148,6 +149,7 @@ class SchedulerService:
                     ready=self.readiness,
                     make_rest=self._review_rest,
                     live=self.liveness,
+                    pages=zpages.pages_for(self.scheduler.feature_gates),
                 )
                 server.start()
             except ServingError as e:

@@ -144,8 +144,6 @@ def test_defaults_at_each_version_differ_where_upstream_turned_gates_on() -> Non
 #: kube-scheduler v1.37's defaults kopf-scheduler's code does not follow yet: all of them gates upstream turns
 #: on that the code behaves as off. The target is the empty set, as at 1.34
 NOT_FOLLOWED_AT_1_37 = {
-    "ComponentFlagz": True,
-    "ComponentStatusz": True,
     "DRAConsumableCapacity": True,
     "DRADeviceBindingConditions": True,
     "DRADeviceTaintRules": True,
