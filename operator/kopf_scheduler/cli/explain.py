@@ -1,12 +1,13 @@
 """``kopf-scheduler explain POD``: why a pod of a live cluster is, or would be, placed where it is.
 
-Reads the cluster (KUBECONFIG, ``--kubeconfig`` or in-cluster) through the same loader and stores
-``simulate`` uses, every kind the scheduler reads, and runs the pod's profile over it as a dry run: the
-pod alone, as if it arrived now, against the bound pods (its own binding taken out; other pending pods
-are not placed). Prints per node the filter verdict (plugin and reason) or each score plugin's raw,
-normalised and weighted score, the node it would pick and, for a pod that fits nowhere, the message
-kube-scheduler would give and the smallest changes that would help (``simulate.hints``). Read-only:
-nothing is written to the cluster.
+Reads the cluster (``--kubeconfig``, else $KUBECONFIG, else in-cluster, else ~/.kube/config;
+``--context`` picks a kubeconfig context, whose namespace is the pod's when ``-n`` is not given, as in
+kubectl) through the same loader and stores ``simulate`` uses, every kind the scheduler reads, and runs
+the pod's profile over it as a dry run: the pod alone, as if it arrived now, against the bound pods (its
+own binding taken out; other pending pods are not placed). Prints per node the filter verdict (plugin and
+reason) or each score plugin's raw, normalised and weighted score, the node it would pick and, for a pod
+that fits nowhere, the message kube-scheduler would give and the smallest changes that would help
+(``simulate.hints``). Read-only: nothing is written to the cluster.
 
 The profile is the SchedulingProfile in the cluster that serves the pod's ``schedulerName`` (else the
 built-in default profile), or the one in ``--profile FILE``. As a kubectl plugin (``kubectl-kopf_scheduler``
@@ -32,7 +33,12 @@ def add_parser(sub: Any, name: str) -> None:
         description=__doc__.splitlines()[0],
     )
     parser.add_argument("pod", metavar="POD", help="the pod: NAME, pod/NAME or pods/NAME")
-    parser.add_argument("-n", "--namespace", default=None, help="its namespace (default: default)")
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="its namespace (default: the context's namespace, else default, as kubectl)",
+    )
     parser.add_argument(
         "--profile",
         type=Path,
@@ -40,19 +46,28 @@ def add_parser(sub: Any, name: str) -> None:
         metavar="FILE",
         help="explain with this SchedulingProfile instead",
     )
-    parser.add_argument("--kubeconfig", type=Path, default=None, help="default: $KUBECONFIG, else in-cluster")
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=None,
+        help="default: $KUBECONFIG, else in-cluster, else ~/.kube/config",
+    )
+    parser.add_argument(
+        "--context", default=None, help="the kubeconfig context to use (default: the current one)"
+    )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kopf_scheduler.simulate.live import read_live
+    from kopf_scheduler.simulate.live import connect_live, read_live
 
     kind, _, name = args.pod.rpartition("/")
     if kind not in ("", "pod", "pods", "po") or not name:
         raise UsageError(f"POD: expected NAME or pod/NAME, not {args.pod!r}")
-    objects, _ = read_live(args.kubeconfig)
-    report = explain_pod(objects, args.namespace or "default", name, args.profile)
+    connection = connect_live(args.kubeconfig, args.context)
+    objects = read_live(connection)
+    report = explain_pod(objects, args.namespace or connection.default_namespace, name, args.profile)
     print(json.dumps(report, indent=2) if args.output == "json" else table(report))
     return 0
 

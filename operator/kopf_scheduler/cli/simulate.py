@@ -32,10 +32,14 @@ def add_parser(sub: Any, name: str) -> None:
     source.add_argument(
         "--from-cluster",
         action="store_true",
-        help="read a live cluster instead (KUBECONFIG, --kubeconfig or in-cluster; lists only): its "
-        "pending pods are placed, under its SchedulingProfiles unless --profile is given",
+        help="read a live cluster instead (--kubeconfig, else $KUBECONFIG, else in-cluster, else "
+        "~/.kube/config; lists only): its pending pods are placed, under its SchedulingProfiles unless "
+        "--profile is given",
     )
     parser.add_argument("--kubeconfig", type=Path, default=None, help="with --from-cluster")
+    parser.add_argument(
+        "--context", default=None, help="with --from-cluster: this kubeconfig context, not the current one"
+    )
     parser.add_argument(
         "--dump",
         type=Path,
@@ -91,10 +95,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.dump is not None and not args.from_cluster:
         raise UsageError("--dump: only with --from-cluster")
+    if args.context is not None and not args.from_cluster:
+        raise UsageError("--context: only with --from-cluster")
     if args.from_cluster:
         from kopf_scheduler.simulate.live import load_live
 
-        cluster, profiles, source = load_live(args.kubeconfig, args.profile, args.dump)
+        cluster, profiles, source = load_live(args.kubeconfig, args.profile, args.dump, args.context)
     else:
         with collector_paused():
             cluster, profiles = load_cluster(args.cluster), load_profiles(args.profile)

@@ -264,13 +264,16 @@ class HttpPool:
         proxy_ssl = None
         if proxy.scheme == "https":
             proxy_ssl = self.ssl_context or ssl.create_default_context()
-        transport, tunnel = await loop.create_connection(
-            _Tunnel,
-            proxy.host,
-            proxy.port,
-            ssl=proxy_ssl,
-            server_hostname=proxy.host if proxy_ssl is not None else None,
-        )
+        try:
+            transport, tunnel = await loop.create_connection(
+                _Tunnel,
+                proxy.host,
+                proxy.port,
+                ssl=proxy_ssl,
+                server_hostname=proxy.host if proxy_ssl is not None else None,
+            )
+        except OSError as e:  # say it was the proxy that could not be reached, not the server
+            raise NoAnswer(f"proxy {proxy.address} ({proxy.source}): {e}") from e
         try:
             host = f"[{self.host}]" if ":" in self.host else self.host
             lines = [f"CONNECT {host}:{self.port} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]

@@ -4,7 +4,6 @@ pairs the loader (``loader.load_objects``) takes like the documents of files. Re
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from kopf_scheduler.api.schema import GROUP, PLURAL, VERSION
 from kopf_scheduler.framework.client import APIError
 from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.framework.slim import slim
-from kopf_scheduler.k8s import ConfigError, KubeClient, RestClient, load_connection
+from kopf_scheduler.k8s import ConfigError, ConnectionInfo, KubeClient, RestClient, load_connection
 from kopf_scheduler.simulate.loader import ClusterInput, load_objects, load_profiles
 
 #: how the API server's logs tell the offline tools' requests from the operator's
@@ -48,31 +47,38 @@ async def read_cluster(client: KubeClient) -> list[tuple[str, dict[str, Any]]]:
     return objects
 
 
-def read_live(kubeconfig: Path | None) -> tuple[list[tuple[str, dict[str, Any]]], str]:
-    """``read_cluster`` of the cluster ``kubeconfig`` (else $KUBECONFIG, else in-cluster) names, and its
-    server; a cluster that cannot be reached or read is one ``UsageError`` line."""
+def connect_live(kubeconfig: Path | None, context: str | None = None) -> ConnectionInfo:
+    """The connection ``k8s.load_connection`` resolves (``kubeconfig``, else $KUBECONFIG, else in-cluster,
+    else ~/.kube/config; ``context``: a kubeconfig context other than the current one); a configuration
+    that cannot be used is one ``UsageError`` line."""
     try:
-        connection = load_connection(kubeconfig or os.environ.get("KUBECONFIG") or None)
+        return load_connection(kubeconfig, context=context)
     except ConfigError as e:
         raise UsageError(f"cannot connect: {e}") from None
+
+
+def read_live(connection: ConnectionInfo) -> list[tuple[str, dict[str, Any]]]:
+    """``read_cluster`` of the cluster of ``connection``; a cluster that cannot be reached or read is one
+    ``UsageError`` line."""
 
     async def read() -> list[tuple[str, dict[str, Any]]]:
         async with KubeClient(RestClient(connection, user_agent=USER_AGENT)) as client:
             return await read_cluster(client)
 
     try:
-        return asyncio.run(read()), connection.server
+        return asyncio.run(read())
     except Exception as e:  # the API server's refusal or no answer: one line, not a traceback
         raise UsageError(f"cannot read the cluster at {connection.server}: {e}") from None
 
 
 def load_live(
-    kubeconfig: Path | None, profile_files: list[Path], dump: Path | None
+    kubeconfig: Path | None, profile_files: list[Path], dump: Path | None, context: str | None = None
 ) -> tuple[ClusterInput, list[tuple[str, ProfileSpec]], str]:
     """``simulate --from-cluster``: the cluster's objects through the loader, the profiles (the files
     given, else the cluster's SchedulingProfiles that it accepts), and where they came from; with
     ``dump``, what was read is written there first as YAML that ``simulate --cluster`` reads."""
-    objects, server = read_live(kubeconfig)
+    connection = connect_live(kubeconfig, context)
+    objects, server = read_live(connection), connection.server
     kept = [(where, dict(slim(obj))) for where, obj in objects if obj.get("kind") != "SchedulingProfile"]
     manifests = [dict(slim(obj)) for _, obj in objects if obj.get("kind") == "SchedulingProfile"]
     if dump is not None:

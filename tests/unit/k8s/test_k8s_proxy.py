@@ -279,3 +279,13 @@ async def test_a_refused_connect_is_no_answer_naming_the_proxy(proxy: ConnectPro
     assert response.error.endswith(
         f"proxy http://127.0.0.1:{proxy.port} refused CONNECT 127.0.0.1:1: {refusal}"
     )
+
+
+async def test_an_unreachable_proxy_is_named_with_its_source() -> None:
+    info = ConnectionInfo("https://api.example.com", proxy=parse("http://127.0.0.1:1", "HTTPS_PROXY"))
+    rest = RestClient(info)
+    try:
+        response = await rest.request("GET", "/version")
+    finally:
+        await rest.close()
+    assert response.status == 0 and "NoAnswer: proxy http://127.0.0.1:1 (HTTPS_PROXY): " in response.error
