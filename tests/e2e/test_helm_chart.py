@@ -229,7 +229,7 @@ def test_names_and_pod_options_reach_every_object() -> None:
         "--set",
         "imagePullSecrets[0].name=regcred,nodeSelector.role=infra",
         "--set",
-        "tolerations[0].key=dedicated,tolerations[0].operator=Exists,affinity.nodeAffinity=null",
+        "tolerations[0].key=dedicated,tolerations[0].operator=Exists",
     )
     named = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
     assert all(o["metadata"]["name"].startswith("edge-sched") for o in named), [
