@@ -21,7 +21,6 @@ import concurrent.futures
 import datetime
 import errno
 import ipaddress
-import json
 import logging
 import os
 import socket
@@ -130,20 +129,24 @@ class _Certificate:
             log.info("serving certificate reloaded from %s", self.cert_file)
 
 
-def _status(code: int, reason: str, message: str) -> web.Response:
-    """An error as the API server words it: a ``v1 Status`` (details are empty on a 403, absent on a 401)."""
-    body: dict[str, object] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-    }
+#: the media types kube-scheduler's handler chain writes its refusals in (its ``scheme.Codecs``; protobuf,
+#: which it also offers, is not written here)
+ERROR_MEDIA_TYPES = ("application/json", "application/yaml")
+
+
+def _status(code: int, reason: str, message: str, request: web.Request) -> web.Response:
+    """A refusal as kube-scheduler's handler chain writes it (``ErrorNegotiated``): the ``v1 Status`` in
+    the media type the ``Accept`` header allows (details empty on a 403, absent on a 401; a 403 with
+    ``X-Content-Type-Options: nosniff``, as ``RespondWithError`` sets it)."""
+    fields: dict[str, object] = {"status": "Failure", "message": message, "reason": reason}
     if code != 401:
-        body["details"] = {}
-    body["code"] = code
-    return web.Response(status=code, text=json.dumps(body) + "\n", content_type="application/json")
+        fields["details"] = {}
+    fields["code"] = code
+    headers = {"X-Content-Type-Options": "nosniff"} if code == 403 else {}
+    reply = zpages.error_reply(
+        fields, request.headers.get("Accept", ""), _pretty(request), ERROR_MEDIA_TYPES, headers
+    )
+    return MetricsServer._reply(reply)
 
 
 _TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
@@ -291,11 +294,11 @@ class MetricsServer:
         assert self._auth is not None
         decision = await self._auth.check(request.headers.get("Authorization"), request.path)
         if decision.status == 401:
-            return _status(401, "Unauthorized", decision.message)
+            return _status(401, "Unauthorized", decision.message, request)
         if decision.status == 403:
-            return _status(403, "Forbidden", decision.message)
+            return _status(403, "Forbidden", decision.message, request)
         if not decision.allowed:
-            return _status(decision.status, "InternalError", decision.message)
+            return _status(decision.status, "InternalError", decision.message, request)
         response = await handler(request)  # type: ignore[misc]
         assert isinstance(response, web.StreamResponse)
         return response

@@ -179,13 +179,16 @@ class Negotiated:
     pretty: bool
 
 
-def negotiate(clauses: Sequence[Clause], kind: str | None) -> Negotiated | None:
-    """``NegotiateMediaTypeOptions`` over upstream's media types. With ``kind`` (``Flagz``, ``Statusz``)
-    as the endpoints restrict it: text without a conversion, JSON or YAML only converted to that kind of
-    ``config.k8s.io`` at a version served. Without ``kind``, as the default restrictions that an error
-    is written with: any media type, no conversion."""
+def negotiate(
+    clauses: Sequence[Clause], kind: str | None, media_types: Sequence[str] = MEDIA_TYPES
+) -> Negotiated | None:
+    """``NegotiateMediaTypeOptions`` over ``media_types`` (the pages' by default; the scheduler's
+    ``scheme.Codecs`` for the refusals of its handler chain: JSON, YAML). With ``kind`` (``Flagz``,
+    ``Statusz``) as the endpoints restrict it: text without a conversion, JSON or YAML only converted to
+    that kind of ``config.k8s.io`` at a version served. Without ``kind``, as the default restrictions that
+    an error is written with: any media type, no conversion."""
     for clause in clauses:
-        for media_type in MEDIA_TYPES:
+        for media_type in media_types:
             main, sub = media_type.split("/")
             if clause.type not in (main, "*") or clause.subtype not in (sub, "*"):
                 continue
@@ -326,17 +329,35 @@ def statusz_object(version: str, status: Status, now: float) -> dict[str, object
 # -- the answer to one request ------------------------------------------------------------------------
 
 
-def not_acceptable(clauses: Sequence[Clause], pretty_request: bool) -> Reply:
-    """406 as ``ErrorNegotiated`` writes it: the ``Status`` in the media type the ``Accept`` header allows
-    without a conversion, or else as indented JSON without its kind."""
-    message = f"only the following media types are accepted: {', '.join(MEDIA_TYPES)}"
-    fields = {"status": "Failure", "message": message, "reason": "NotAcceptable", "code": 406}
-    negotiated = negotiate(clauses, None)
+def error_reply(
+    fields: Mapping[str, object],
+    accept: str,
+    pretty_request: bool,
+    media_types: Sequence[str] = MEDIA_TYPES,
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
+    """An error as ``responsewriters.ErrorNegotiated`` writes it: the ``v1 Status`` (``fields``: status,
+    message, reason, details, code) in the first of ``media_types`` the ``Accept`` header allows without a
+    conversion (the first of them without the header), or else as Go's indented JSON without its kind."""
+    code = int(str(fields["code"]))
+    if accept:
+        negotiated = negotiate(parse_accept(accept), None, media_types)
+    else:
+        negotiated = Negotiated(media_types[0], None, False)
     if negotiated is None or negotiated.media_type == "text/plain":
-        return Reply(406, go_json({"metadata": {}, **fields}, pretty=True), "application/json")
+        return Reply(
+            code, go_json({"metadata": {}, **fields}, pretty=True), "application/json", headers or {}
+        )
     status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, **fields}
     negotiated = Negotiated(negotiated.media_type, None, negotiated.pretty or pretty_request)
-    return Reply(406, _encode(negotiated, status), negotiated.media_type)
+    return Reply(code, _encode(negotiated, status), negotiated.media_type, headers or {})
+
+
+def not_acceptable(accept: str, pretty_request: bool) -> Reply:
+    """406 for an ``Accept`` header the page cannot answer."""
+    message = f"only the following media types are accepted: {', '.join(MEDIA_TYPES)}"
+    fields = {"status": "Failure", "message": message, "reason": "NotAcceptable", "code": 406}
+    return error_reply(fields, accept, pretty_request)
 
 
 def answer(
@@ -354,7 +375,7 @@ def answer(
     clauses = parse_accept(accept)
     negotiated = negotiate(clauses, endpoint.capitalize())
     if negotiated is None:
-        return not_acceptable(clauses, pretty_request)
+        return not_acceptable(accept, pretty_request)
     if negotiated.version is None:
         return Reply(200, text().encode(), TEXT)
     headers = {}

@@ -234,3 +234,39 @@ def test_gates_in_force_decide_the_pages() -> None:
     off = zpages.pages_for(FeatureGates((1, 37), {"ComponentStatusz": False}))
     assert (off.flagz, off.statusz) == (True, False)
     FeatureGates.resolve((1, 37), {"ComponentFlagz": False, "ComponentStatusz": True})  # both values accepted
+
+
+def test_refusals_are_negotiated_as_the_handler_chain_writes_them() -> None:
+    api = ReviewServer()
+    with serving(pages(), api) as url:
+        status, headers, body = get(url + "/flagz")
+        assert (status, headers["Content-Type"], headers["X-Content-Type-Options"]) == (
+            403,
+            "application/json",
+            "nosniff",
+        )
+        assert body.startswith('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",')
+        # text is not among the chain's media types: Go's indented JSON, without the kind
+        status, headers, body = get(url + "/flagz", "text/plain")
+        assert (status, headers["Content-Type"]) == (403, "application/json")
+        assert json.loads(body) == {
+            "metadata": {},
+            "status": "Failure",
+            "message": 'forbidden: User "system:anonymous" cannot get path "/flagz"',
+            "reason": "Forbidden",
+            "details": {},
+            "code": 403,
+        }
+        assert body.startswith('{\n  "metadata": {},\n')
+        status, headers, body = get(url + "/statusz", "application/yaml", token="stolen")
+        assert (status, headers["Content-Type"]) == (401, "application/yaml")
+        assert "X-Content-Type-Options" not in headers
+        assert yaml.safe_load(body) == {
+            "apiVersion": "v1",
+            "code": 401,
+            "kind": "Status",
+            "message": "Unauthorized",
+            "metadata": {},
+            "reason": "Unauthorized",
+            "status": "Failure",
+        }
