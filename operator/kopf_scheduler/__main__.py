@@ -16,6 +16,14 @@ from collections.abc import Sequence
 from kopf_scheduler import __version__
 from kopf_scheduler.api.errors import UsageError
 
+DESCRIPTION = (
+    "A Kubernetes scheduler faithful to kube-scheduler v1.37, run as a Kopf operator (run) and configured "
+    "by SchedulingProfile resources. It also places pods offline (simulate), explains a placement on a live "
+    "cluster (explain), brings kube-scheduler configurations over (profiles) and runs a local control "
+    "plane for tests (dev-cluster)."
+)
+EPILOG = "`kopf-scheduler COMMAND --help` shows a command's options."
+
 # command name -> module exposing ``add_parser(subparsers)`` and ``run(args) -> int``
 COMMANDS: dict[str, str] = {
     "simulate": "kopf_scheduler.cli.simulate",
@@ -27,7 +35,7 @@ COMMANDS: dict[str, str] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kopf-scheduler", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="kopf-scheduler", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"kopf-scheduler v{__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():

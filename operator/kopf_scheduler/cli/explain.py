@@ -30,7 +30,10 @@ def add_parser(sub: Any, name: str) -> None:
     parser = sub.add_parser(
         name,
         help="explain where a pod of a live cluster would go and why (read-only dry run)",
-        description=__doc__.splitlines()[0],
+        description="Why a pod of a live cluster is, or would be, placed where it is: its profile runs over "
+        "the cluster as a dry run and shows per node the filter verdict or the scores, the node it would "
+        "pick and, for a pod that fits nowhere, kube-scheduler's message and the smallest changes that "
+        "would help. Read-only: nothing is written to the cluster.",
     )
     parser.add_argument("pod", metavar="POD", help="the pod: NAME, pod/NAME or pods/NAME")
     parser.add_argument(
@@ -55,7 +58,9 @@ def add_parser(sub: Any, name: str) -> None:
     parser.add_argument(
         "--context", default=None, help="the kubeconfig context to use (default: the current one)"
     )
-    parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--output", "-o", choices=("table", "json"), default="table", help="output format (default: table)"
+    )
     parser.set_defaults(func=run)
 
 

@@ -2,10 +2,11 @@
 SchedulingProfiles (``api/kube_scheduler_config.py``), offline.
 
 ``import FILE`` prints one SchedulingProfile per profile of the configuration as a YAML stream (or writes
-``DIR/<name>.yaml`` each with ``-o DIR``, never over an existing file); ``export FILE|DIR...`` prints the
-one configuration serving the SchedulingProfiles there (every document of the files, and of a folder's
-``*.yaml``/``*.yml`` files, must be one). Fields without an equivalent are warned
-about on stderr, one line each, naming the field.
+``DIR/<name>.yaml`` each with ``--output-dir DIR``, never over an existing file; ``-o DIR``, its old
+spelling, still works with a warning: ``-o`` names the output format in ``simulate`` and ``explain``);
+``export FILE|DIR...`` prints the one configuration serving the SchedulingProfiles there (every document
+of the files, and of a folder's ``*.yaml``/``*.yml`` files, must be one). Fields without an equivalent are
+warned about on stderr, one line each, naming the field.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def add_parser(sub: Any, name: str) -> None:
     parser = sub.add_parser(
         name,
         help="import a kube-scheduler configuration as SchedulingProfiles, or export them as one",
-        description=__doc__.splitlines()[0],
+        description="Translate between kube-scheduler's KubeSchedulerConfiguration and SchedulingProfiles, "
+        "offline. Fields without an equivalent are warned about on stderr, one line each, naming the field.",
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     imp = actions.add_parser(
@@ -32,8 +34,13 @@ def add_parser(sub: Any, name: str) -> None:
     )
     imp.add_argument("file", type=Path, metavar="FILE", help="the configuration ('-': stdin)")
     imp.add_argument(
-        "--output-dir", "-o", type=Path, metavar="DIR", help="write DIR/<name>.yaml per profile instead"
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="write DIR/<name>.yaml per profile instead of printing them (never over an existing file)",
     )
+    # the old spelling: -o names the output format in simulate and explain
+    imp.add_argument("-o", dest="deprecated_output_dir", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     imp.set_defaults(func=run_import)
     exp = actions.add_parser("export", help="SchedulingProfiles -> one KubeSchedulerConfiguration")
     exp.add_argument(
@@ -50,6 +57,7 @@ def run_import(args: argparse.Namespace) -> int:
     from kopf_scheduler.plugins.registry import new_registry
     from kopf_scheduler.simulate.client import SimulatedCluster
 
+    output_dir = _output_dir(args)
     docs = _load(args.file)
     if len(docs) != 1:
         raise UsageError(f"{args.file}: expected one KubeSchedulerConfiguration, found {len(docs)} documents")
@@ -65,18 +73,33 @@ def run_import(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.file}: {e}") from None
     for warning in imported.warnings:
         print(f"kopf-scheduler profiles import: warning: {warning}", file=sys.stderr)
-    if args.output_dir is None:
+    if output_dir is None:
         sys.stdout.write(yaml.safe_dump_all(imported.profiles, sort_keys=False))
         return 0
-    files = {args.output_dir / f"{m['metadata']['name']}.yaml": m for m in imported.profiles}
+    files = {output_dir / f"{m['metadata']['name']}.yaml": m for m in imported.profiles}
     existing = [str(path) for path in files if path.exists()]
     if existing:
         raise UsageError(f"{', '.join(existing)}: already exists; nothing written")
-    args.output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
     for path, manifest in files.items():
         path.write_text(yaml.safe_dump(manifest, sort_keys=False))
         print(path)
     return 0
+
+
+def _output_dir(args: argparse.Namespace) -> Path | None:
+    """``--output-dir``, or ``-o`` (its old spelling, with a warning on stderr)."""
+    old: Path | None = getattr(args, "deprecated_output_dir", None)
+    if old is None:
+        return args.output_dir  # type: ignore[no-any-return]
+    if args.output_dir is not None:
+        raise UsageError("-o DIR: give the directory once, with --output-dir")
+    print(
+        f"kopf-scheduler profiles import: warning: -o {old} is deprecated, use --output-dir {old} "
+        "(-o names the output format, as in simulate and explain)",
+        file=sys.stderr,
+    )
+    return old
 
 
 def run_export(args: argparse.Namespace) -> int:

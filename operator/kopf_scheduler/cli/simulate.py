@@ -18,7 +18,9 @@ def add_parser(sub: Any, name: str) -> None:
     parser = sub.add_parser(
         name,
         help="schedule pods from YAML onto nodes from YAML, offline, with the real scheduling loop",
-        description=__doc__,
+        description="Schedule the pending pods of plain Kubernetes YAML (or of a live cluster, read only) "
+        "onto its nodes, offline, with the real scheduling loop: where each pod goes, or why it fits "
+        "nowhere.",
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
@@ -65,7 +67,13 @@ def add_parser(sub: Any, name: str) -> None:
         "(default: on with --from-cluster)",
     )
     parser.add_argument("--seed", type=int, default=None, help="seed for breaking score ties")
-    parser.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="output format (default: table)",
+    )
     parser.add_argument(
         "--explain", action="store_true", help="show each node's filter verdict and scores per pod"
     )

@@ -1,6 +1,8 @@
 """Renders a simulation: a table for people, JSON or YAML for programs.
 
-JSON: ``{"pods": [{"namespace", "name", "node", "message"}, ...], "summary": {...}}``; a pod nominated by
+JSON: ``{"pods": [{"namespace", "name", "node", "message"}, ...], "summary": {...}}``, the summary counting
+the cluster's ``nodes``, the ``nodesUsed`` the scheduled pods went onto, the ``pods``, those ``scheduled``
+and ``unschedulable``; a pod nominated by
 preemption also carries ``"nominatedNode"`` and the ``"victims"`` it preempted (``namespace/name``); a pod
 of the input preempted after it was scheduled carries ``"preemptedBy"``; with explain, each pod also
 carries ``"nodes": {name: {"filter", "scores", "total"}}``, and a pod that got PodTopologySpread's default
@@ -81,6 +83,7 @@ def as_document(result: SimulationResult, explain: bool) -> dict[str, Any]:
         pods.append(entry)
     summary = {
         "nodes": result.nodes,
+        "nodesUsed": len({entry["node"] for entry in pods if entry["node"] is not None}),
         "pods": len(pods),
         "scheduled": scheduled,
         "unschedulable": len(pods) - scheduled,
@@ -199,8 +202,8 @@ def _table(doc: dict[str, Any], explain: bool) -> str:
     s = doc["summary"]
     lines.append("")
     lines.append(
-        f"{s['scheduled']}/{s['pods']} pods scheduled onto {s['nodes']} nodes in {s['seconds']}s"
-        + (f" ({s['podsPerSecond']} pods/s)" if s["podsPerSecond"] else "")
+        f"{s['scheduled']}/{s['pods']} pods scheduled onto {s['nodesUsed']} of {s['nodes']} nodes "
+        f"in {s['seconds']}s" + (f" ({s['podsPerSecond']} pods/s)" if s["podsPerSecond"] else "")
     )
     if "gangs" in s:
         lines.append(f"{s['gangsScheduled']}/{s['gangs']} gangs placed whole")

@@ -445,12 +445,12 @@ def test_cli_import_to_a_directory_never_overwrites(
     source = tmp_path / "config.yaml"
     source.write_text(MULTI_POINT)
     out_dir = tmp_path / "profiles"
-    assert main(["profiles", "import", str(source), "-o", str(out_dir)]) == 0
+    assert main(["profiles", "import", str(source), "--output-dir", str(out_dir)]) == 0
     files = sorted(p.name for p in out_dir.iterdir())
     assert files == ["multipoint-scheduler.yaml", "no-scoring-scheduler.yaml"]
     before = {p: p.read_text() for p in out_dir.iterdir()}
     capsys.readouterr()
-    assert main(["profiles", "import", str(source), "-o", str(out_dir)]) == 2
+    assert main(["profiles", "import", str(source), "--output-dir", str(out_dir)]) == 2
     assert "already exists; nothing written" in capsys.readouterr().err
     assert {p: p.read_text() for p in out_dir.iterdir()} == before
     assert main(["profiles", "export", str(out_dir)]) == 0
@@ -557,7 +557,7 @@ def test_cli_imports_a_v1_37_configuration_and_exports_it_back(
 ) -> None:
     source = tmp_path / "kube-scheduler.yaml"
     source.write_text(V1_37_CONFIG)
-    assert main(["profiles", "import", str(source), "-o", str(tmp_path / "out")]) == 0
+    assert main(["profiles", "import", str(source), "--output-dir", str(tmp_path / "out")]) == 0
     assert capsys.readouterr().err == ""
     assert main(["profiles", "export", str(tmp_path / "out")]) == 0
     out, err = capsys.readouterr()
