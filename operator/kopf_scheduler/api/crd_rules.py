@@ -57,7 +57,7 @@ def _numeric_bounds(node: Any) -> None:
     if not isinstance(node, dict):
         return
     if node.get("type") == "integer":
-        rules = []
+        rules: list[tuple[str, Any]] = []
         if node.pop("exclusiveMinimum", False) is True:
             rules.append((">", node.pop("minimum")))
         elif "minimum" in node:
