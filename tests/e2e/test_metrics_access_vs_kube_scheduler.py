@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -44,9 +44,11 @@ def get(url: str, token: str | None) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def delegating_kube_scheduler(cp: ClusterHarness, scope: Scope, workdir: Path) -> Iterator[str]:
+def delegating_kube_scheduler(
+    cp: ClusterHarness, scope: Scope, workdir: Path, extra_args: Sequence[str] = ()
+) -> Iterator[str]:
     """An upstream kube-scheduler serving its secure port with delegated authn/authz (it schedules no
-    pod: its one profile has a name no pod uses); yields its URL."""
+    pod: its one profile has a name no pod uses), with ``extra_args`` besides; yields its URL."""
     port = free_port()
     config = workdir / "kube-scheduler-delegating.yaml"
     overrides = {"profiles": [{"schedulerName": scope.name("nobody")}]}
@@ -61,6 +63,7 @@ def delegating_kube_scheduler(cp: ClusterHarness, scope: Scope, workdir: Path) -
         f"--authorization-kubeconfig={cp.cluster.kubeconfig}",
         # this API server publishes no request-header CA for front proxies
         "--authentication-tolerate-lookup-failure",
+        *extra_args,
     ]
     url = f"https://127.0.0.1:{port}"
     with open(log, "ab") as out:
