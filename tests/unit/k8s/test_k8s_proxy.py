@@ -289,3 +289,30 @@ async def test_an_unreachable_proxy_is_named_with_its_source() -> None:
     finally:
         await rest.close()
     assert response.status == 0 and "NoAnswer: proxy http://127.0.0.1:1 (HTTPS_PROXY): " in response.error
+
+
+async def test_an_https_proxy_is_verified_like_the_server_and_carries_tls_inside(certs: pki.Pki) -> None:
+    serving = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    serving.load_cert_chain(certs.serving_cert, certs.serving_key)
+    proxy = ConnectProxy()
+    proxy_server = await asyncio.start_server(proxy.handle, "127.0.0.1", 0, ssl=serving)
+    server = await asyncio.start_server(_answer, "127.0.0.1", 0, ssl=serving)
+    proxy_port, port = (s.sockets[0].getsockname()[1] for s in (proxy_server, server))
+    info = ConnectionInfo(
+        f"https://localhost:{port}",  # TLS to the server inside TLS to the proxy
+        ca_data=certs.ca_cert.read_bytes(),
+        proxy=parse(f"https://127.0.0.1:{proxy_port}", "proxy-url"),
+    )
+    untrusted = ConnectionInfo(f"https://localhost:{port}", proxy=info.proxy)  # system CAs: the proxy fails
+    rest, refused = RestClient(info), RestClient(untrusted)
+    try:
+        response = await rest.request("GET", "/api")
+        failed = await refused.request("GET", "/api")
+    finally:
+        await rest.close()
+        await refused.close()
+        server.close()
+        proxy_server.close()
+    assert (response.status, response.json()) == (200, {"path": "/api"})
+    assert [h.split("\r\n")[0] for h in proxy.heads] == [f"CONNECT localhost:{port} HTTP/1.1"]
+    assert failed.status == 0 and "CERTIFICATE_VERIFY_FAILED" in failed.error
