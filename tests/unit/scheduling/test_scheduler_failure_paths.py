@@ -155,6 +155,30 @@ async def test_a_binding_failing_otherwise_forgets_the_pod_and_retries_it_after_
     )  # bound, assumed until the watch shows it
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        pytest.param(404, id="pod-deleted"),
+        pytest.param(409, id="conflict"),
+        pytest.param(500, id="server-error"),
+    ],
+)
+async def test_a_failed_binding_unreserves_every_reserve_plugin_once(code: int) -> None:
+    """Upstream's handleBindingCycleError: whatever the binding's failure, what Reserve kept for the pod is
+    given back (an assumed volume, an in-flight allocation, a gang's count) before the pod is forgotten."""
+    scheduler, api, _ = _setup()
+    log: list[tuple[str, str, str, str]] = []
+    _add_to_profile(scheduler, reserve=[_Reserve("Counter", log)])
+    api.script("POST", BINDING_OF_P, _answer(code, "the answer"))
+    _try_both(scheduler)
+    await scheduler.wait_for_bindings()
+    assert [entry for entry in log if entry[2] == "p"] == [
+        ("Counter", "reserve", "p", "n1"),
+        ("Counter", "unreserve", "p", "n1"),
+    ]
+    assert scheduler.cache.get_pod("p") is None
+
+
 # -- reserve and permit --------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("status", "reason", "message", "where", "rejectors"),
