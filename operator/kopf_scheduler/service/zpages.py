@@ -11,7 +11,10 @@ header says so; or ``application/yaml``). Any other ``Accept`` is 406 with the A
 negotiated as upstream negotiates it (``negotiation.NegotiateOutputMediaType`` with the endpoints'
 restrictions, then ``responsewriters.ErrorNegotiated``).
 
-Pure functions of what is shown: the secure port (``secure_port.py``) calls ``answer`` for each request.
+The secure port (``secure_port.py``) calls ``answer`` for each request, and ``error_reply`` for its
+refusals, which kube-scheduler's handler chain negotiates the same way. Pure functions of what is shown,
+but for the one piece of state: the flags ``kopf-scheduler run`` records (``record_flags``) for the
+service it starts in the same process.
 """
 
 from __future__ import annotations
