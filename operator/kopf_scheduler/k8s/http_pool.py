@@ -14,8 +14,8 @@ objects beyond the answer itself. It costs about half the CPU per request of a g
   decides, since the server may have acted on it.
 - An answer cut short, a malformed answer, a refused connection or a TLS failure raise ``NoAnswer`` (or
   the ``OSError`` behind it); the timeout raises ``TimeoutError``. The connection is then closed.
-- Through a proxy (``k8s.proxy``: http or https), each connection is a tunnel: the proxy is asked to
-  ``CONNECT`` to ``host:port`` (only a 200 opens it, as in Go), then the server's TLS runs inside it.
+- Through a proxy, each connection is a ``CONNECT`` tunnel (``k8s.proxy.tunnel``); what goes wrong with the
+  proxy raises ``ProxyError`` (a ``ConnectionError``, naming the proxy).
 - ``before_write``, when given, is called on a ready connection (a slot held, a reused one picked or a
   new one connected, its TLS handshake done) right before the request's bytes are written, with no
   ``await`` in between, and again before each resend. What it raises ends the request unsent: the
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import httptools
 
 from kopf_scheduler.framework.clock import Clock
-from kopf_scheduler.k8s.proxy import Proxy
+from kopf_scheduler.k8s.proxy import Proxy, tunnel
 
 #: methods that may be sent again when a kept-alive connection turns out to be closed
 IDEMPOTENT = frozenset({"GET", "PUT", "DELETE", "OPTIONS"})
@@ -143,42 +143,6 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
 
 
-class _Tunnel(asyncio.Protocol):
-    """A proxy's answer to ``CONNECT``: its head, up to the empty line; the tunnel is open on a 200."""
-
-    MAX_HEAD = 64 * 1024
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.head: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._buffer = b""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        if self.head.done():
-            return
-        self._buffer += data
-        head, found, rest = self._buffer.partition(b"\r\n\r\n")
-        if found and rest:  # the server speaks only after the client's TLS hello
-            self.head.set_exception(NoAnswer("the proxy sent bytes after its answer to CONNECT"))
-        elif found:
-            self.head.set_result(head)
-        elif len(self._buffer) > self.MAX_HEAD:
-            self.head.set_exception(NoAnswer("the proxy's answer to CONNECT has no end"))
-
-    def eof_received(self) -> bool:
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.head.done():
-            reason = f": {exc}" if exc else ""
-            self.head.set_exception(
-                NoAnswer(f"the proxy closed the connection before answering CONNECT{reason}")
-            )
-
-
 class HttpPool:
     """Keep-alive connections to ``host:port`` (TLS when ``ssl_context`` is given); see the module."""
 
@@ -248,7 +212,14 @@ class HttpPool:
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         if self.proxy is not None:
-            return await self._tunnel(loop, self.proxy)
+            return await tunnel(
+                self.proxy,
+                self.host,
+                self.port,
+                _Connection,
+                ssl_context=self.ssl_context,
+                server_hostname=self.server_hostname,
+            )
         _, conn = await loop.create_connection(
             _Connection,
             self.host,
@@ -257,50 +228,6 @@ class HttpPool:
             server_hostname=self.server_hostname,
         )
         return conn
-
-    async def _tunnel(self, loop: asyncio.AbstractEventLoop, proxy: Proxy) -> _Connection:
-        """A connection to the server through ``proxy``'s ``CONNECT`` tunnel. An https proxy is verified
-        with the server's TLS settings, as Go's transport verifies it with its TLS config."""
-        proxy_ssl = None
-        if proxy.scheme == "https":
-            proxy_ssl = self.ssl_context or ssl.create_default_context()
-        try:
-            transport, tunnel = await loop.create_connection(
-                _Tunnel,
-                proxy.host,
-                proxy.port,
-                ssl=proxy_ssl,
-                server_hostname=proxy.host if proxy_ssl is not None else None,
-            )
-        except OSError as e:  # say it was the proxy that could not be reached, not the server
-            raise NoAnswer(f"proxy {proxy.address} ({proxy.source}): {e}") from e
-        try:
-            host = f"[{self.host}]" if ":" in self.host else self.host
-            lines = [f"CONNECT {host}:{self.port} HTTP/1.1\r\nHost: {host}:{self.port}\r\n"]
-            if proxy.authorization:
-                lines.append(f"Proxy-Authorization: {proxy.authorization}\r\n")
-            lines.append("\r\n")
-            transport.write("".join(lines).encode())
-            head = await tunnel.head
-            status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
-            parts = status_line.split(" ", 2)
-            if len(parts) < 2 or not parts[0].startswith("HTTP/") or parts[1] != "200":
-                raise NoAnswer(f"proxy {proxy.address} refused CONNECT {host}:{self.port}: {status_line}")
-            conn = _Connection()
-            if self.ssl_context is None:
-                transport.set_protocol(conn)
-                conn.connection_made(transport)
-                return conn
-            tls = await loop.start_tls(
-                transport, conn, self.ssl_context, server_hostname=self.server_hostname
-            )
-            if tls is None:  # pragma: no cover - only when the transport closed during the handshake
-                raise NoAnswer(f"proxy {proxy.address}: the tunnel closed during the TLS handshake")
-            conn.connection_made(tls)
-            return conn
-        except BaseException:
-            transport.abort()
-            raise
 
     async def _exchange(
         self, conn: _Connection, request: bytes, before_write: Callable[[], None] | None

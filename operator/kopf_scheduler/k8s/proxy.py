@@ -11,19 +11,23 @@ matches addresses in it; ``1.2.3.4`` or ``[::1]:6443`` match that address (on th
 ``example.com`` matches it and its subdomains, ``.example.com`` and ``*.example.com`` only the
 subdomains (names match names only, never an address), each optionally with ``:port``.
 
-A proxy is reached in plain TCP (``http://``) or TLS (``https://``, verified like the API server, as Go
-does with the transport's TLS settings), then asked to ``CONNECT`` to the API server's host and port;
-the API server's own TLS runs inside that tunnel. Credentials in the proxy URL go in ``Proxy-Authorization``.
+``tunnel`` makes a connection through one: the proxy is reached in plain TCP (``http://``) or TLS
+(``https://``, verified like the API server, as Go does with the transport's TLS settings), then asked to
+``CONNECT`` to the API server's host and port (also for an ``http://`` server); the API server's own TLS
+runs inside that tunnel. Credentials in the proxy URL go in ``Proxy-Authorization``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ipaddress
 import os
+import ssl
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kopf_scheduler.k8s.kubeconfig import ConfigError
 
@@ -32,6 +36,12 @@ CLIENT_GO_SCHEMES = ("http", "https", "socks5")
 #: the schemes connected through here
 SUPPORTED_SCHEMES = ("http", "https")
 _DEFAULT_PORTS = {"http": 80, "https": 443, "socks5": 1080}
+
+P = TypeVar("P", bound=asyncio.Protocol)
+
+
+class ProxyError(ConnectionError):
+    """The proxy could not be reached, refused the tunnel or broke it: the message names the proxy."""
 
 
 @dataclass(frozen=True)
@@ -180,3 +190,92 @@ def _matches(
     if host.endswith(entry_host) or (match_host and host == entry_host[1:]):
         return entry_port in ("", port)
     return False
+
+
+class _ConnectAnswer(asyncio.Protocol):
+    """A proxy's answer to ``CONNECT``: its head, up to the empty line."""
+
+    MAX_HEAD = 64 * 1024
+
+    def __init__(self) -> None:
+        self.head: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self.head.done():
+            return
+        self._buffer += data
+        head, found, rest = self._buffer.partition(b"\r\n\r\n")
+        if found and rest:  # the server speaks only after the client has
+            self.head.set_exception(ProxyError("the proxy sent bytes after its answer to CONNECT"))
+        elif found:
+            self.head.set_result(head)
+        elif len(self._buffer) > self.MAX_HEAD:
+            self.head.set_exception(ProxyError("the proxy's answer to CONNECT has no end"))
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.head.done():
+            reason = f": {exc}" if exc else ""
+            self.head.set_exception(
+                ProxyError(f"the proxy closed the connection before answering CONNECT{reason}")
+            )
+
+
+async def tunnel(
+    proxy: Proxy,
+    host: str,
+    port: int,
+    protocol_factory: Callable[[], P],
+    *,
+    ssl_context: ssl.SSLContext | None,
+    server_hostname: str | None,
+) -> P:
+    """A connection to ``host:port`` through ``proxy``'s ``CONNECT`` tunnel, speaking ``protocol_factory``'s
+    protocol (over TLS with ``ssl_context``, verifying ``server_hostname``). Only a 200 opens the tunnel,
+    as in Go. An https proxy is verified with ``ssl_context`` (the server's TLS settings), as Go's
+    transport verifies it with its TLS config, or with the system's CAs for an http server."""
+    loop = asyncio.get_running_loop()
+    proxy_ssl = None
+    if proxy.scheme == "https":
+        proxy_ssl = ssl_context or ssl.create_default_context()
+    try:
+        transport, answer = await loop.create_connection(
+            _ConnectAnswer,
+            proxy.host,
+            proxy.port,
+            ssl=proxy_ssl,
+            server_hostname=proxy.host if proxy_ssl is not None else None,
+        )
+    except OSError as e:  # say it was the proxy that could not be reached, not the server
+        raise ProxyError(f"proxy {proxy.address} ({proxy.source}): {e}") from e
+    try:
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        lines = [f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n"]
+        if proxy.authorization:
+            lines.append(f"Proxy-Authorization: {proxy.authorization}\r\n")
+        lines.append("\r\n")
+        transport.write("".join(lines).encode())
+        try:
+            head = await answer.head
+        except ProxyError as e:
+            raise ProxyError(f"proxy {proxy.address}: {e}") from None
+        status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or parts[1] != "200":
+            raise ProxyError(f"proxy {proxy.address} refused CONNECT {target}: {status_line}")
+        protocol = protocol_factory()
+        if ssl_context is None:
+            transport.set_protocol(protocol)
+            protocol.connection_made(transport)
+            return protocol
+        tls = await loop.start_tls(transport, protocol, ssl_context, server_hostname=server_hostname)
+        if tls is None:  # pragma: no cover - only when the transport closed during the handshake
+            raise ProxyError(f"proxy {proxy.address}: the tunnel closed during the TLS handshake")
+        protocol.connection_made(tls)
+        return protocol
+    except BaseException:
+        transport.abort()
+        raise

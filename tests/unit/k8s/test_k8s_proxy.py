@@ -288,7 +288,7 @@ async def test_an_unreachable_proxy_is_named_with_its_source() -> None:
         response = await rest.request("GET", "/version")
     finally:
         await rest.close()
-    assert response.status == 0 and "NoAnswer: proxy http://127.0.0.1:1 (HTTPS_PROXY): " in response.error
+    assert response.status == 0 and "ProxyError: proxy http://127.0.0.1:1 (HTTPS_PROXY): " in response.error
 
 
 async def test_an_https_proxy_is_verified_like_the_server_and_carries_tls_inside(certs: pki.Pki) -> None:
