@@ -251,6 +251,36 @@ def test_pre_bind_writes_finalizer_allocation_and_reservation() -> None:
     assert stored is not None and stored.reserved_for_pod("p")
 
 
+def test_unreserve_after_pre_bind_takes_the_pod_out_of_reserved_for_and_leaves_the_allocation() -> None:
+    """A binding that fails after PreBind wrote the claim: as upstream's Unreserve, a strategic-merge
+    patch deletes the pod's entry from ``reservedFor`` (no other write: the allocation stays, there is
+    no API rollback), so a claim never stays reserved for a pod that was not bound."""
+    pl, handle = plugin(claim("c"))
+    subject = pod("p", "c")
+    state = CycleState()
+    pl.pre_filter(state, subject, [])
+    pl.filter(state, subject, node("n1"))
+    pl.reserve(state, subject, "n1")
+
+    async def bind_then_fail() -> None:
+        assert await pl.pre_bind(state, subject, "n1") is None
+        pl.unreserve(state, subject, "n1")
+        await asyncio.sleep(0)  # the patch is sent from a task of its own
+
+    asyncio.run(bind_then_fail())
+    writes = handle.client.writes
+    assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in writes] == [
+        ("PUT", "c"),
+        ("PUT", "status"),
+        ("PATCH", "status"),
+    ]
+    assert writes[2][2] == {
+        "metadata": {"uid": "claim-c"},
+        "status": {"reservedFor": [{"$patch": "delete", "uid": "p"}]},
+    }
+    assert not pl.manager.has_pending_allocation("claim-c")
+
+
 def test_pre_bind_reserves_an_allocated_claim_only() -> None:
     pl, handle = plugin(claim("c", allocation=allocated_on("n1", "d0"), reserved_for=["other"]))
     subject = pod("p", "c")
