@@ -6,6 +6,8 @@ tool keeps the OCI manifest):
 - ``ctr images import --all-platforms --digests``, as ``kind load image-archive`` runs it on a node,
   into a containerd of the test's own (Debian's containerd, on a socket in a temporary directory):
   the image is named after ``io.containerd.image.name``, unpacked, and runs (``ctr run``, runc);
+- ``skopeo copy oci-archive:... docker://...`` (the README's push to a registry) to ``crane registry
+  serve``: the same manifest digest in the registry;
 - ``crane push`` (built from the Go module proxy by ``hack/image/build-crane.sh``) to ``crane registry
   serve`` on a free port: the archive itself (Docker's manifest.json: the same config and layers under
   a Docker manifest) and the unpacked OCI layout (the same manifest digest), read back with skopeo.
@@ -153,6 +155,17 @@ def test_crane_pushes_the_archive_and_its_layout(
     )
     assert remote["Digest"] == image.digest
     assert remote["Labels"]["org.opencontainers.image.version"] == image.version
+
+
+def test_skopeo_copies_the_archive_to_a_registry(image: BuiltImage, registry: str) -> None:
+    """As the README pushes it: the OCI manifest kept, so the registry has the digest of image.json."""
+    run(need("skopeo"), "copy", "--dest-tls-verify=false", f"oci-archive:{image.archive}",
+        f"docker://{registry}/kopf-scheduler:skopeo")  # fmt: skip
+    remote = json.loads(
+        run(need("skopeo"), "inspect", "--tls-verify=false", f"docker://{registry}/kopf-scheduler:skopeo")
+    )
+    assert remote["Digest"] == image.digest
+    assert [layer["digest"] for layer in image.layers] == remote["Layers"]
 
 
 def test_podman_loads_it_under_its_name() -> None:
