@@ -35,63 +35,63 @@ def extender(**fields: Any) -> dict[str, Any]:
 REFUSED = [
     (
         {"plugins": {"score": {"enabled": [{"name": "NodeResourcesFit", "weight": 0}]}}},
-        'spec.plugins.score.enabled[0].weight: Invalid value: "integer": must be > 0, not 0',
+        "spec.plugins.score.enabled[0].weight: Invalid value: 0: must be > 0",
     ),
     (
         {"plugins": {"multiPoint": {"enabled": [{"name": "ImageLocality", "weight": 101}]}}},
-        'spec.plugins.multiPoint.enabled[0].weight: Invalid value: "integer": must be <= 100, not 101',
+        "spec.plugins.multiPoint.enabled[0].weight: Invalid value: 101: must be <= 100",
     ),
     (
         {"percentageOfNodesToScore": 101},
-        'spec.percentageOfNodesToScore: Invalid value: "integer": must be <= 100, not 101',
+        "spec.percentageOfNodesToScore: Invalid value: 101: must be <= 100",
     ),
     (
         {"plugins": {"queueSort": {"enabled": [{"name": "PrioritySort"}, {"name": "OtherSort"}]}}},
-        'spec.plugins.queueSort: Invalid value: "object": '
+        "spec.plugins.queueSort: Invalid value: "
         "exactly one queue sort plugin is required: enable at most one",
     ),
     (
         {"plugins": {"queueSort": {"enabled": [{"name": "OtherSort"}]}}},
-        'spec.plugins.queueSort: Invalid value: "object": exactly one queue sort plugin is required, got 2: '
+        "spec.plugins.queueSort: Invalid value: exactly one queue sort plugin is required, got 2: "
         "PrioritySort still sorts from the defaults "
         "(disable it in queueSort.disabled or multiPoint.disabled)",
     ),
     (
         {"plugins": {"multiPoint": {"disabled": [{"name": "PrioritySort"}]}}},
-        'spec.plugins.queueSort: Invalid value: "object": exactly one queue sort plugin is required, got 0: '
+        "spec.plugins.queueSort: Invalid value: exactly one queue sort plugin is required, got 0: "
         "PrioritySort is disabled and no other is enabled",
     ),
     (
         {"plugins": {"placementScore": {"enabled": [{"name": "NodeResourcesFit"}]}}},
-        'spec.plugins.placementScore.enabled: Invalid value: "object": no plugin extends placementScore: '
+        "spec.plugins.placementScore.enabled: Invalid value: no plugin extends placementScore: "
         "kopf-scheduler has no plugin at kube-scheduler v1.37's pod group extension points "
         "(GenericWorkload); this set may only disable",
     ),
     (
         {"extenders": [extender(prioritizeVerb="prioritize")]},
-        'spec.extenders[0].weight: Invalid value: "object": '
+        "spec.extenders[0].weight: Invalid value: "
         "must be > 0 when prioritizeVerb is set (must have a positive weight applied to it)",
     ),
     (
         {"extenders": [extender(weight=-1)]},
-        'spec.extenders[0].weight: Invalid value: "integer": must not be negative, not -1',
+        "spec.extenders[0].weight: Invalid value: -1: must not be negative",
     ),
     (
         {"extenders": [extender(bindVerb="bind"), extender(bindVerb="bind")]},
-        'spec.extenders: Invalid value: "array": only one extender can implement bind',
+        "spec.extenders: Invalid value: only one extender can implement bind",
     ),
     (
         {"extenders": [extender(httpTimeout="5 s")]},
-        'spec.extenders[0].httpTimeout: Invalid value: "string": must be a Go duration ("5s", "1m30s")',
+        'spec.extenders[0].httpTimeout: Invalid value: "5 s": must be a Go duration ("5s", "1m30s")',
     ),
     (
         {"extenders": [extender(httpTimeout="-1ns")]},
-        'spec.extenders[0].httpTimeout: Invalid value: "string": must not be negative (every extender call '
+        'spec.extenders[0].httpTimeout: Invalid value: "-1ns": must not be negative (every extender call '
         "has a time limit)",
     ),
     (
         {"extenders": [extender(httpTimeout="5m1ns")]},
-        'spec.extenders[0].httpTimeout: Invalid value: "string": must be at most 300s',
+        'spec.extenders[0].httpTimeout: Invalid value: "5m1ns": must be at most 300s',
     ),
 ]
 

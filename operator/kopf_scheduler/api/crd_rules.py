@@ -4,8 +4,9 @@ at admission, in the words the operator's validation uses for the same field.
 ``attach(spec)`` adds them to the structural ``spec`` schema ``crd.py`` derives from ``schema.SPEC_SCHEMA``:
 
 - every numeric bound of the schema (plugin weights, ``percentageOfNodesToScore``, extender weights)
-  becomes one rule per bound whose message is the model's (``must be > 0, not 0``); the bound is then
-  left out of the CRD's OpenAPI schema, so a bad number gets one error, not two;
+  becomes one rule per bound whose message is the model's (``must be > 0``: the API server shows the
+  value itself, ``spec.plugins.score.enabled[0].weight: Invalid value: 0: must be > 0``); the bound is
+  then left out of the CRD's OpenAPI schema, so a bad number gets one error, not two;
 - the queue sort: at most one plugin in ``queueSort.enabled``, and, knowing that the defaults sort with
   PrioritySort from ``multiPoint``, neither two queue sorts (another one enabled while PrioritySort is not
   disabled) nor none (PrioritySort disabled, nothing enabled that could replace it);
@@ -35,10 +36,8 @@ GO_DURATION = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+
 _BOUNDS = {"exclusiveMinimum": ">", "minimum": ">=", "maximum": "<="}
 
 
-def _rule(rule: str, message: str, message_expression: str = "", field_path: str = "") -> dict[str, str]:
+def _rule(rule: str, message: str, field_path: str = "") -> dict[str, str]:
     out = {"rule": rule, "message": message}
-    if message_expression:
-        out["messageExpression"] = message_expression
     if field_path:
         out["fieldPath"] = field_path
     return out
@@ -65,8 +64,7 @@ def _numeric_bounds(node: Any) -> None:
         if "maximum" in node:
             rules.append(("<=", node.pop("maximum")))
         for op, bound in rules:
-            text = f"must be {op} {bound}"
-            _add(node, _rule(f"self {op} {bound}", text, f"'{text}, not ' + string(self)"))
+            _add(node, _rule(f"self {op} {bound}", f"must be {op} {bound}"))
     for value in node.values():
         _numeric_bounds(value)
 
@@ -136,7 +134,7 @@ def _extender_rules(extenders: dict[str, Any]) -> None:
     )
     _add(
         props["weight"],
-        _rule("self >= 0", "must not be negative", "'must not be negative, not ' + string(self)"),
+        _rule("self >= 0", "must not be negative"),
     )
     limit = f"{MAX_HTTP_TIMEOUT:g}s"
     well_formed = f"self.matches('{GO_DURATION}')"

@@ -1,10 +1,11 @@
 """The CRD's CEL rules, evaluated with cel-python the way the API server applies them (each rule at every node
-of the object its schema describes): a profile they refuse, the operator refuses too, at the same field and,
-where both say it in one line, in the same words; every shipped profile passes them."""
+of the object its schema describes, the error written as the API server writes it): a profile they refuse,
+the operator refuses too, at the same field and in the same words; every shipped profile passes them."""
 
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -40,15 +41,19 @@ def _eval(expression: str, value: Any) -> Any:
     return program.evaluate({"self": celpy.json_to_cel(value)})
 
 
+def _invalid(value: Any) -> str:
+    """How the API server shows the value a rule refused (``field.Invalid``): a scalar as Go prints it, an
+    object or a list not at all."""
+    return "Invalid value" if isinstance(value, (dict, list)) else f"Invalid value: {json.dumps(value)}"
+
+
 def cel_errors(schema: dict[str, Any], value: Any, path: str = "spec") -> list[str]:
-    """``path: message`` for every rule ``value`` breaks, as the API server lists them."""
+    """Every rule ``value`` breaks, as the API server lists them (``path: Invalid value: 0: message``)."""
     errors = []
     for rule in schema.get("x-kubernetes-validations", ()):
+        assert "messageExpression" not in rule  # the API server's own text carries the value
         if not _eval(rule["rule"], value):
-            message = (
-                _eval(rule["messageExpression"], value) if "messageExpression" in rule else rule["message"]
-            )
-            errors.append(f"{path}{rule.get('fieldPath', '')}: {message}")
+            errors.append(f"{path}{rule.get('fieldPath', '')}: {_invalid(value)}: {rule['message']}")
     if isinstance(value, dict):
         for key, child in (schema.get("properties") or {}).items():
             if key in value:
@@ -111,70 +116,71 @@ POD_GROUP = (
         (
             _spec(plugins={"score": {"enabled": [{"name": "NodeResourcesFit", "weight": 0}]}}),
             f"{WEIGHT}: must be > 0, not 0",
-            f"{WEIGHT}: must be > 0, not 0",
+            f"{WEIGHT}: Invalid value: 0: must be > 0",
         ),
         (
             _spec(plugins={"multiPoint": {"enabled": [{"name": "ImageLocality", "weight": 101}]}}),
             f"{MULTI_POINT_WEIGHT}: must be <= 100, not 101",
-            f"{MULTI_POINT_WEIGHT}: must be <= 100, not 101",
+            f"{MULTI_POINT_WEIGHT}: Invalid value: 101: must be <= 100",
         ),
         (
             _spec(percentageOfNodesToScore=-1),
             "spec.percentageOfNodesToScore: must be >= 0, not -1",
-            "spec.percentageOfNodesToScore: must be >= 0, not -1",
+            "spec.percentageOfNodesToScore: Invalid value: -1: must be >= 0",
         ),
         (
             _spec(percentageOfNodesToScore=101),
             "spec.percentageOfNodesToScore: must be <= 100, not 101",
-            "spec.percentageOfNodesToScore: must be <= 100, not 101",
+            "spec.percentageOfNodesToScore: Invalid value: 101: must be <= 100",
         ),
         (
             _spec(extenders=[_extender(prioritizeVerb="p")]),
             f"spec.extenders[0].weight: {POSITIVE}, not 0",
-            f"spec.extenders[0].weight: {POSITIVE}",
+            f"spec.extenders[0].weight: Invalid value: {POSITIVE}",
         ),
         (
             _spec(extenders=[_extender(weight=-2)]),
             "spec.extenders[0].weight: must not be negative, not -2",
-            "spec.extenders[0].weight: must not be negative, not -2",
+            "spec.extenders[0].weight: Invalid value: -2: must not be negative",
         ),
         (
             _spec(extenders=[_extender(weight=1_000_001)]),
             "spec.extenders[0].weight: must be <= 1000000, not 1000001",
-            "spec.extenders[0].weight: must be <= 1000000, not 1000001",
+            "spec.extenders[0].weight: Invalid value: 1000001: must be <= 1000000",
         ),
         (
             _spec(extenders=[_extender(httpTimeout="-1s")]),
             f"spec.extenders[0].httpTimeout: {TIME_LIMIT}, not '-1s'",
-            f"spec.extenders[0].httpTimeout: {TIME_LIMIT}",
+            f'spec.extenders[0].httpTimeout: Invalid value: "-1s": {TIME_LIMIT}',
         ),
         (
             _spec(extenders=[_extender(httpTimeout="5m0.5s")]),
             "spec.extenders[0].httpTimeout: must be at most 300s, not '5m0.5s'",
-            "spec.extenders[0].httpTimeout: must be at most 300s",
+            'spec.extenders[0].httpTimeout: Invalid value: "5m0.5s": must be at most 300s',
         ),
         (
             _spec(extenders=[_extender(httpTimeout="5 s")]),
             'spec.extenders[0].httpTimeout: time: unknown unit " s" in duration "5 s"',
-            'spec.extenders[0].httpTimeout: must be a Go duration ("5s", "1m30s")',
+            'spec.extenders[0].httpTimeout: Invalid value: "5 s": must be a Go duration ("5s", "1m30s")',
         ),
         (
             _spec(extenders=[_extender(bindVerb="bind"), _extender(bindVerb="bind")]),
             "spec.extenders: found 2 extenders implementing bind (entries [0, 1]): only one extender can "
             "implement bind",
-            "spec.extenders: only one extender can implement bind",
+            "spec.extenders: Invalid value: only one extender can implement bind",
         ),
         (
             _spec(plugins={"placementScore": {"enabled": [{"name": "NodeResourcesFit"}]}}),
             f"spec.plugins.placementScore.enabled[0].name: plugin 'NodeResourcesFit' does not extend "
             f"placementScore: {POD_GROUP}",
-            f"spec.plugins.placementScore.enabled: no plugin extends placementScore: {POD_GROUP}; "
-            "this set may only disable",
+            "spec.plugins.placementScore.enabled: Invalid value: no plugin extends placementScore: "
+            f"{POD_GROUP}; this set may only disable",
         ),
         (
             _spec(plugins={"queueSort": {"enabled": _named(["PrioritySort", "OtherSort"])}}),
             "spec.plugins.queueSort: exactly one queue sort plugin is required for profile 's', got 2",
-            "spec.plugins.queueSort: exactly one queue sort plugin is required: enable at most one",
+            "spec.plugins.queueSort: Invalid value: "
+            "exactly one queue sort plugin is required: enable at most one",
         ),
     ],
 )
@@ -258,7 +264,9 @@ def test_queue_sort_rules_refuse_only_what_the_operator_refuses_and_the_certain_
         checked += 1
         if refused:
             assert counted, (plugins, refused, model)
-            assert all(r.startswith("spec.plugins.queueSort: exactly one queue sort") for r in refused)
+            assert all(
+                r.startswith("spec.plugins.queueSort: Invalid value: exactly one queue sort") for r in refused
+            )
             caught += 1
         elif "OtherSort" not in mp_on:
             assert not counted, (plugins, model)
