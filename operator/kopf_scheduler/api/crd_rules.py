@@ -31,10 +31,8 @@ from kopf_scheduler.api.schema import POD_GROUP_POINTS
 #: the queue sort plugin of kube-scheduler's defaults (``plugins/defaults.py``, in ``multiPoint``)
 DEFAULT_QUEUE_SORT = "PrioritySort"
 #: what Go's ``time.ParseDuration`` reads (``api/duration.py``): a sign, then ``<decimal><unit>`` parts
-GO_DURATION = r"^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
-
-_BOUNDS = {"exclusiveMinimum": ">", "minimum": ">=", "maximum": "<="}
-
+#: (``[.]``, not an escaped dot: a CEL string literal knows no ``\.`` escape)
+GO_DURATION = "^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
 
 def _rule(rule: str, message: str, field_path: str = "") -> dict[str, str]:
     out = {"rule": rule, "message": message}
