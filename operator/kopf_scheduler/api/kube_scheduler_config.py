@@ -77,8 +77,34 @@ _PROFILE_SCHEMA = {
     "additionalProperties": False,
     "properties": {k: v for k, v in _SPEC_FIELDS.items() if k != "extenders"},
 }
-_OBJECT = {"type": "object"}
 _BOOLEAN = {"type": "boolean"}
+_STRING = {"type": "string"}
+#: component-base's ``LeaderElectionConfiguration`` and ``ClientConnectionConfiguration`` (v1alpha1), decoded
+#: strictly as kube-scheduler decodes them: an unknown field is refused (durations are checked by their user)
+_LEADER_ELECTION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "leaderElect": _BOOLEAN,
+        "leaseDuration": _STRING,
+        "renewDeadline": _STRING,
+        "retryPeriod": _STRING,
+        "resourceLock": _STRING,
+        "resourceName": _STRING,
+        "resourceNamespace": _STRING,
+    },
+}
+_CLIENT_CONNECTION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "kubeconfig": _STRING,
+        "acceptContentTypes": _STRING,
+        "contentType": _STRING,
+        "qps": {"type": "number"},
+        "burst": {"type": "integer", "minimum": 0},
+    },
+}
 _CONFIG_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
@@ -86,8 +112,8 @@ _CONFIG_SCHEMA = {
         "apiVersion": {"type": "string"},
         "kind": {"type": "string"},
         "parallelism": {"type": "integer", "exclusiveMinimum": 0},
-        "leaderElection": _OBJECT,
-        "clientConnection": _OBJECT,
+        "leaderElection": _LEADER_ELECTION,
+        "clientConnection": _CLIENT_CONNECTION,
         "enableProfiling": _BOOLEAN,
         "enableContentionProfiling": _BOOLEAN,
         "percentageOfNodesToScore": _SPEC_FIELDS["percentageOfNodesToScore"],

@@ -11,11 +11,12 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kopf_scheduler import __version__
 from kopf_scheduler.api.bounds import DEFAULT_EXTENDER_TLS_DIR
 from kopf_scheduler.api.duration import DurationError, parse_duration
+from kopf_scheduler.api.errors import ProfileError, UsageError
 from kopf_scheduler.api.feature_gates import (
     FeatureGateError,
     FeatureGates,
@@ -24,6 +25,9 @@ from kopf_scheduler.api.feature_gates import (
     parse_version,
 )
 from kopf_scheduler.service import config
+
+if TYPE_CHECKING:
+    from kopf_scheduler.service.config_file import FileConfig
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -59,8 +63,17 @@ def add_parser(sub: Any, name: str) -> None:
     parser.add_argument("--liveness-port", type=int, default=8080, help="liveness endpoint /healthz (0: off)")
     parser.add_argument(
         "--default-scheduler-name",
-        default="kopf-scheduler",
-        help="schedulerName the built-in default profile serves when no profile claims it ('' for none)",
+        default=None,
+        help="schedulerName the built-in default profile serves when no profile claims it ('' for none); "
+        "default: kopf-scheduler, none with --config",
+    )
+    parser.add_argument(
+        "--config",
+        default="",
+        metavar="FILE",
+        help="a kube-scheduler KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1): its profiles "
+        "serve where no SchedulingProfile does; --leader-elect* flags override its leaderElection, "
+        "--kubeconfig is ignored (its clientConnection.kubeconfig applies), as kube-scheduler combines them",
     )
     parser.add_argument(
         "--kubeconfig",
@@ -73,7 +86,7 @@ def add_parser(sub: Any, name: str) -> None:
         "--leader-elect",
         nargs="?",
         const="true",
-        default="true",
+        default=None,
         choices=("true", "false"),
         help="campaign for the Lease before scheduling (a bare --leader-elect is true)",
     )
@@ -81,17 +94,17 @@ def add_parser(sub: Any, name: str) -> None:
         "--leader-elect-resource-namespace",
         "--lease-namespace",
         dest="lease_namespace",
-        default="kube-system",
+        default=None,
         metavar="NAMESPACE",
-        help="where the Lease lives",
+        help="where the Lease lives (default kube-system)",
     )
     election.add_argument(
         "--leader-elect-resource-name",
         "--lease-name",
         dest="lease_name",
-        default="kopf-scheduler",
+        default=None,
         metavar="NAME",
-        help="the Lease's name",
+        help="the Lease's name (default kopf-scheduler)",
     )
     for flag, default, meaning in (
         ("lease-duration", None, "how long a Lease holds without renewal (default 15s)"),
@@ -186,6 +199,34 @@ def _duration(text: str) -> float:
     return seconds
 
 
+def _read_config(args: argparse.Namespace) -> FileConfig:
+    """``--config``'s file, every profile built as the operator will build it (plugin arguments and
+    invariants checked with v1.37's gates, as ``profiles import`` does); ``ProfileError`` names the field."""
+    from kopf_scheduler.api.profile import ProfileSpec
+    from kopf_scheduler.framework.runtime.build import build_framework
+    from kopf_scheduler.plugins.defaults import default_plugins
+    from kopf_scheduler.plugins.registry import new_registry
+    from kopf_scheduler.service.config_file import parse_config, read_document
+    from kopf_scheduler.simulate.client import SimulatedCluster
+
+    registry = new_registry()
+
+    def builds(spec: ProfileSpec) -> None:
+        build_framework(spec, registry, default_plugins(), SimulatedCluster())
+
+    bounds = config.bounds_from_env(
+        config.flag_environment(
+            {
+                config.ALLOW_SCHEDULER_NAMES: ",".join(args.allow_scheduler_name),
+                config.DENY_SCHEDULER_NAMES: ",".join(args.deny_scheduler_name),
+                config.EXTENDER_TLS_DIR: args.extender_tls_dir,
+                config.ALLOW_EXTENDER_LINK_LOCAL: bool(args.allow_extender_link_local),
+            }
+        )
+    )
+    return parse_config(read_document(args.config), bounds, set(registry.names()), builds)
+
+
 def run(args: argparse.Namespace) -> int:
     # refused now: what holds at every version, or all of it with --emulated-version (upstream's checks
     # first); without it the rest waits for the API server's version, at start
@@ -198,8 +239,42 @@ def run(args: argparse.Namespace) -> int:
     except FeatureGateError as e:
         print(f"kopf-scheduler run: {e}", file=sys.stderr)
         return 2
-    if args.kubeconfig:  # both processes, the scheduler's own client and Kopf's, read it from there
-        os.environ["KUBECONFIG"] = args.kubeconfig
+    # kube-scheduler's configuration file pulls in its schema and YAML: only when the command runs
+    from kopf_scheduler.service.config_file import LeaderElection, merge_leader_election
+
+    flags = LeaderElection(
+        leader_elect=None if args.leader_elect is None else args.leader_elect == "true",
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+        lease_name=args.lease_name,
+        lease_namespace=args.lease_namespace,
+    )
+    kubeconfig, election, file = args.kubeconfig, flags, None
+    default_name = "kopf-scheduler" if args.default_scheduler_name is None else args.default_scheduler_name
+    if args.config:
+        try:
+            file = _read_config(args)
+            election = merge_leader_election(file.leader_election, flags)
+        except ProfileError as e:
+            print(f"kopf-scheduler run: {args.config}: {e}", file=sys.stderr)
+            return 2
+        except UsageError as e:
+            print(f"kopf-scheduler run: {e}", file=sys.stderr)
+            return 2
+        for warning in file.warnings:
+            print(f"kopf-scheduler run: warning: {args.config}: {warning}", file=sys.stderr)
+        if args.kubeconfig:
+            print(
+                "kopf-scheduler run: warning: --kubeconfig is ignored with --config, as kube-scheduler "
+                "ignores it: the file's clientConnection.kubeconfig applies",
+                file=sys.stderr,
+            )
+        kubeconfig = file.kubeconfig or ""
+        if args.default_scheduler_name is None:
+            default_name = ""  # the file's profiles stand in for the built-in default, as in kube-scheduler
+    if kubeconfig:  # both processes, the scheduler's own client and Kopf's, read it from there
+        os.environ["KUBECONFIG"] = kubeconfig
     os.environ.update(
         config.flag_environment(
             {
@@ -209,13 +284,13 @@ def run(args: argparse.Namespace) -> int:
                 config.TLS_PRIVATE_KEY_FILE: args.tls_private_key_file,
                 config.INSECURE_METRICS: bool(args.insecure_metrics),
                 config.SHADOW: bool(args.shadow),
-                config.DEFAULT_SCHEDULER_NAME: args.default_scheduler_name,
-                config.LEADER_ELECT: args.leader_elect,
-                config.LEASE_NAMESPACE: args.lease_namespace,
-                config.LEASE_NAME: args.lease_name,
-                config.LEASE_DURATION: args.leader_elect_lease_duration,
-                config.RENEW_DEADLINE: args.leader_elect_renew_deadline,
-                config.RETRY_PERIOD: args.leader_elect_retry_period,
+                config.DEFAULT_SCHEDULER_NAME: default_name,
+                config.LEADER_ELECT: election.leader_elect,
+                config.LEASE_NAMESPACE: election.lease_namespace,
+                config.LEASE_NAME: election.lease_name,
+                config.LEASE_DURATION: election.lease_duration,
+                config.RENEW_DEADLINE: election.renew_deadline,
+                config.RETRY_PERIOD: election.retry_period,
                 config.BIND_CONCURRENCY: args.bind_concurrency,
                 config.ALLOW_SCHEDULER_NAMES: ",".join(args.allow_scheduler_name),
                 config.DENY_SCHEDULER_NAMES: ",".join(args.deny_scheduler_name),
@@ -225,6 +300,9 @@ def run(args: argparse.Namespace) -> int:
                 config.FEATURE_GATES: args.feature_gates,
                 config.EMULATED_VERSION: args.emulated_version,
                 config.LOGGING_FORMAT: args.logging_format,
+                config.CONFIG: os.path.abspath(args.config) if args.config else None,
+                config.POD_INITIAL_BACKOFF: file.initial_backoff if file is not None else None,
+                config.POD_MAX_BACKOFF: file.max_backoff if file is not None else None,
             }
         )
     )

@@ -41,6 +41,11 @@ EXTENDER_TLS_DIR = "EXTENDER_TLS_DIR"
 ALLOW_EXTENDER_LINK_LOCAL = "ALLOW_EXTENDER_LINK_LOCAL"
 FEATURE_GATES = "FEATURE_GATES"
 EMULATED_VERSION = "EMULATED_VERSION"
+#: ``run --config``: the KubeSchedulerConfiguration whose profiles the scheduling process serves (its other
+#: fields reach it through the variables above, set by ``run``: ``service/config_file.py``)
+CONFIG = "CONFIG"
+POD_INITIAL_BACKOFF = "POD_INITIAL_BACKOFF_SECONDS"
+POD_MAX_BACKOFF = "POD_MAX_BACKOFF_SECONDS"
 
 LOGGING_FORMAT = "LOGGING_FORMAT"
 #: ``--logging-format``: kube components' two formats
@@ -143,6 +148,11 @@ class ServiceConfig:
     feature_gates: str = ""
     #: ``--emulated-version``: whose gate defaults apply ("": the API server's minor version, clamped)
     emulated_version: str = ""
+    #: ``--config``: the KubeSchedulerConfiguration whose profiles serve where no SchedulingProfile does
+    config_file: str = ""
+    #: the queue's backoff of a pod after a failed attempt, first and at most (seconds)
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServiceConfig:
@@ -167,10 +177,13 @@ class ServiceConfig:
             shadow=_flag(env, SHADOW, "false"),
             feature_gates=_get(env, FEATURE_GATES, ""),
             emulated_version=_get(env, EMULATED_VERSION, ""),
+            config_file=_get(env, CONFIG, ""),
+            initial_backoff=float(_get(env, POD_INITIAL_BACKOFF, "1")),
+            max_backoff=float(_get(env, POD_MAX_BACKOFF, "10")),
         )
 
 
-def flag_environment(settings: Mapping[str, str | int | bool | None]) -> dict[str, str]:
+def flag_environment(settings: Mapping[str, str | int | float | bool | None]) -> dict[str, str]:
     """``{name: value}`` (names as above, without the prefix) as the variables ``from_env`` reads; a
     value of None is left out (the default applies)."""
     out: dict[str, str] = {}

@@ -11,6 +11,12 @@ Rules:
   gets ``Accepted=False`` (reason ``SchedulerNameConflict``). When the older goes, the newer takes over.
 - A deleted profile stops serving its name; with no profile for it, the built-in default profile serves
   the default name (``kopf-scheduler``).
+- The profiles of ``kopf-scheduler run --config`` (``file_profiles``) are the starting profiles: each
+  serves its ``schedulerName`` while no SchedulingProfile does. A SchedulingProfile accepted for that name
+  (or whose last good generation serves it) takes over; when it is deleted, or never accepted, the file's
+  profile serves again. The file's profiles are built at the first reconcile, all of them, so that a
+  profile the operator cannot build stops it at start (``ProfileError``), not when a SchedulingProfile
+  goes.
 - Status is written only when it changes, so the status update's own watch event changes nothing; a
   status the object already shows (written before a restart or a failover) is not written again, and its
   conditions keep their ``lastTransitionTime``.
@@ -19,7 +25,7 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +43,8 @@ StatusWriter = Callable[[str, dict[str, Any]], Awaitable[None]]
 ACCEPTED = "Accepted"
 READY = "Ready"
 STALLED = "Stalled"
+#: ``serving()``'s name for a profile of ``run --config``
+FROM_FILE = "<config file>"
 
 
 @dataclass
@@ -71,8 +79,10 @@ class ProfileManager:
         default_name: str | None,
         bounds: ProfileBounds | None = None,
         warn: Warner | None = None,
+        file_profiles: Sequence[ProfileSpec] = (),
     ) -> None:
-        """``warn(obj, reason, message)``: a Warning event about a refused profile, once per refusal."""
+        """``warn(obj, reason, message)``: a Warning event about a refused profile, once per refusal;
+        ``file_profiles``: the profiles of ``run --config``, served where no SchedulingProfile serves."""
         self.scheduler = scheduler
         self.write_status = write_status
         self.default_name = default_name
@@ -82,6 +92,9 @@ class ProfileManager:
         #: object name -> the version that serves (possibly an older generation than the object's)
         self._served: dict[str, _Served] = {}
         self._default: Framework | None = None
+        self.file_profiles = list(file_profiles)
+        #: schedulerName -> the file's profile built (None: not built yet)
+        self._file: dict[str, Framework] | None = None
         self._written: dict[str, dict[str, Any]] = {}
         self._transitions: dict[tuple[str, str], tuple[str, str]] = {}
         #: object name -> whether its current generation is accepted (the Accepted condition)
@@ -119,8 +132,11 @@ class ProfileManager:
         await self.reconcile()
 
     def serving(self) -> dict[str, str]:
-        """schedulerName -> the SchedulingProfile serving it (``<built-in>`` for the default)."""
+        """schedulerName -> the SchedulingProfile serving it (``<built-in>`` for the default,
+        ``<config file>`` for a profile of ``run --config``)."""
         out = {s.scheduler_name: s.object_name for s in self._served.values()}
+        for scheduler_name in self._file or {}:
+            out.setdefault(scheduler_name, FROM_FILE)
         if self._default is not None and self.default_name not in out:
             out[self.default_name or ""] = "<built-in>"
         return out
@@ -197,14 +213,10 @@ class ProfileManager:
             return self._status(name, generation, False, "SchedulerNameConflict", message, None)
         claimed[scheduler_name] = name
         self._served[name] = _Served(name, generation, scheduler_name, framework)
-        return self._status(
-            name,
-            generation,
-            True,
-            "Accepted",
-            f"serving schedulerName {scheduler_name!r}",
-            self._served[name],
-        )
+        message = f"serving schedulerName {scheduler_name!r}"
+        if any(spec.scheduler_name == scheduler_name for spec in self.file_profiles):
+            message += " in place of the --config file's profile"
+        return self._status(name, generation, True, "Accepted", message, self._served[name])
 
     def _status(
         self, name: str, generation: int | None, ok: bool, reason: str, message: str, served: _Served | None
@@ -236,6 +248,12 @@ class ProfileManager:
         wanted: dict[str, Framework] = {}
         for scheduler_name, object_name in claimed.items():
             wanted[scheduler_name] = self._served[object_name].framework
+        if self._file is None:
+            self._file = {
+                spec.scheduler_name: self.scheduler.build_profile(spec) for spec in self.file_profiles
+            }
+        for scheduler_name, framework in self._file.items():
+            wanted.setdefault(scheduler_name, framework)
         if self.default_name and self.default_name not in wanted:
             if self._default is None:
                 self._default = self.scheduler.build_profile(ProfileSpec(scheduler_name=self.default_name))
@@ -244,9 +262,15 @@ class ProfileManager:
             if scheduler_name not in wanted:
                 log.info("schedulerName %r is no longer served", scheduler_name)
                 self.scheduler.remove_profile(scheduler_name)
+        served_by = self.serving()
         for scheduler_name, framework in wanted.items():
             if self.scheduler.profiles.get(scheduler_name) is not framework:
-                log.info("serving schedulerName %r: %s", scheduler_name, summary(framework.describe()))
+                log.info(
+                    "serving schedulerName %r (%s): %s",
+                    scheduler_name,
+                    served_by.get(scheduler_name, "?"),
+                    summary(framework.describe()),
+                )
                 self.scheduler.install(framework)
 
     async def _write(self, name: str, status: dict[str, Any]) -> None:

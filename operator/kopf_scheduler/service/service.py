@@ -18,6 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from kopf_scheduler.api.errors import ProfileError, UsageError
 from kopf_scheduler.api.feature_gates import FeatureGateError
 from kopf_scheduler.api.schema import GROUP, KIND, PLURAL, VERSION
 from kopf_scheduler.framework import pod_requests
@@ -30,6 +31,7 @@ from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service import zpages
 from kopf_scheduler.service.binding_confirmation import BindingConfirmation
 from kopf_scheduler.service.config import ServiceConfig
+from kopf_scheduler.service.config_file import load_profiles
 from kopf_scheduler.service.feature_gates import resolve_feature_gates
 from kopf_scheduler.service.gc_freeze import HeapSettler
 from kopf_scheduler.service.metrics import SchedulerMetrics
@@ -74,6 +76,8 @@ class SchedulerService:
         self.scheduler = Scheduler(
             self.client,
             percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+            initial_backoff=config.initial_backoff,
+            max_backoff=config.max_backoff,
             confirm_timeout=max(0.0, config.confirm_timeout),
         )
         self.confirmation = BindingConfirmation(
@@ -156,7 +160,17 @@ class SchedulerService:
                 self.supervisor.fail(str(e))
                 return
             self.metrics_server = server
-        await self.profiles.reconcile()
+        try:
+            if self.config.config_file:  # checked by ``run``; read here as the gates now stand
+                self.profiles.file_profiles = load_profiles(
+                    self.config.config_file, self.config.profile_bounds, set(self.scheduler.registry.names())
+                )
+            await self.profiles.reconcile()
+        except (ProfileError, UsageError) as e:
+            if not self.config.config_file:
+                raise
+            self.supervisor.fail(f"--config {self.config.config_file}: {e}")
+            return
         await self._initial_sync()
         if watch is not None:
             await watch()

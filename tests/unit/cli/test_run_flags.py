@@ -30,11 +30,9 @@ def _run(monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[ServiceConfig, di
             monkeypatch.delenv(config.PREFIX + name, raising=False)
     monkeypatch.setenv("KUBECONFIG", "/from/the/environment")
     called: dict[str, Any] = {}
-    monkeypatch.setattr(
-        run_cli.importlib,
-        "import_module",
-        lambda name: argparse.Namespace(main=lambda **kwargs: called.update(kwargs) or 0),
-    )
+    runner = argparse.Namespace(main=lambda **kwargs: called.update(kwargs) or 0)
+    # run.py's own importlib only: the lazy imports of --config (jsonschema's resources) use the real one
+    monkeypatch.setattr(run_cli, "importlib", argparse.Namespace(import_module=lambda name: runner))
     args = _parse(*argv)
     assert args.func(args) == 0
     return ServiceConfig.from_env(os.environ), called
@@ -106,3 +104,108 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         _parse("--version")
     assert capsys.readouterr().out.strip() == f"kopf-scheduler v{__version__}"
     assert __version__ != "0+unknown"  # the installed package's own version
+
+
+CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+parallelism: 4
+podInitialBackoffSeconds: 2
+podMaxBackoffSeconds: 30
+leaderElection:
+  leaderElect: false
+  leaseDuration: 40s
+  resourceName: from-file
+  resourceNamespace: file-ns
+clientConnection:
+  kubeconfig: /etc/kubernetes/scheduler.conf
+profiles:
+- schedulerName: file-a
+"""
+
+
+def test_config_file_with_flags_as_kube_scheduler_combines_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--leader-elect* given win over the file's leaderElection field by field; --kubeconfig is ignored
+    (the file's clientConnection.kubeconfig applies); the file's profiles replace the built-in default."""
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    monkeypatch.chdir(tmp_path)
+    settings, _ = _run(
+        monkeypatch,
+        "--config=config.yaml",
+        "--kubeconfig=/ignored.conf",
+        "--leader-elect=true",
+        "--leader-elect-resource-name=x",
+    )
+    assert (settings.leader_elect, settings.lease_name, settings.lease_namespace) == (True, "x", "file-ns")
+    assert (settings.lease_duration, settings.renew_deadline, settings.retry_period) == (40.0, 10.0, 2.0)
+    assert settings.kubeconfig == "/etc/kubernetes/scheduler.conf"
+    assert os.environ["KUBECONFIG"] == "/etc/kubernetes/scheduler.conf"
+    assert settings.config_file == str(path)  # absolute: Kopf's process may not share the directory
+    assert (settings.initial_backoff, settings.max_backoff) == (2.0, 30.0)
+    assert settings.default_scheduler_name == ""
+    assert capsys.readouterr().err.splitlines() == [
+        "kopf-scheduler run: warning: config.yaml: parallelism: ignored (the operator judges nodes in one "
+        "process)",
+        "kopf-scheduler run: warning: --kubeconfig is ignored with --config, as kube-scheduler ignores it: "
+        "the file's clientConnection.kubeconfig applies",
+    ]
+
+
+def test_config_file_without_leader_election_or_kubeconfig_keeps_the_defaults(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG.split("parallelism")[0] + "profiles:\n- schedulerName: file-a\n")
+    settings, _ = _run(monkeypatch, "--config", str(path), "--default-scheduler-name=kopf-scheduler")
+    assert (settings.leader_elect, settings.lease_name, settings.lease_namespace) == (
+        True,
+        "kopf-scheduler",
+        "kube-system",
+    )
+    assert settings.kubeconfig == "/from/the/environment"
+    assert (settings.initial_backoff, settings.max_backoff) == (1.0, 10.0)
+    assert settings.default_scheduler_name == "kopf-scheduler"  # asked for beside the file's profiles
+
+
+@pytest.mark.parametrize(
+    ("text", "argv", "message"),
+    [
+        (
+            CONFIG.replace("leaseDuration: 40s", "leaseDuration: 4s"),
+            ("--leader-elect",),
+            "config.yaml: leaderElection.leaseDuration: must be greater than renewDeadline (4s <= 10s)",
+        ),
+        (
+            CONFIG.replace("file-a", "default-scheduler"),
+            (),
+            "config.yaml: profiles[0].schedulerName: 'default-scheduler' is a reserved scheduler name",
+        ),
+        (
+            CONFIG + "  pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: Nope}}\n",
+            (),
+            "config.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value",
+        ),
+        ("kind: KubeSchedulerConfiguration\n", (), "config.yaml: apiVersion: must be"),
+        ("a: [", (), "config.yaml: line 1 not valid YAML"),
+    ],
+    ids=["merged-timings", "reserved-name", "plugin-args", "api-version", "yaml"],
+)
+def test_a_bad_config_file_is_one_line_naming_the_field(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    argv: tuple[str, ...],
+    message: str,
+) -> None:
+    (tmp_path / "config.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    started = argparse.Namespace(import_module=lambda name: pytest.fail("the operator started"))
+    monkeypatch.setattr(run_cli, "importlib", started)
+    args = _parse("--config=config.yaml", *argv)
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith(f"kopf-scheduler run: {message}"), err
