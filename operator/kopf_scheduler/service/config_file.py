@@ -65,6 +65,8 @@ class LeaderElection:
     retry_period: float | None = None
     lease_name: str | None = None
     lease_namespace: str | None = None
+    #: the file's only (kube-scheduler's ``--leader-elect-resource-lock`` is not a flag here)
+    resource_lock: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,12 +114,6 @@ def parse_config(
                 durations[setting] = parse_duration(election[key])
             except DurationError as e:
                 raise ProfileError(f"leaderElection.{key}", str(e)) from None
-    lock = election.get("resourceLock", "leases")
-    if lock != "leases":
-        raise ProfileError("leaderElection.resourceLock", f'must be "leases", not {lock!r}')
-    for key in ("resourceName", "resourceNamespace"):
-        if key in election and not election[key]:
-            raise ProfileError(f"leaderElection.{key}", "must not be empty")
     initial = config.get("podInitialBackoffSeconds")
     maximum = config.get("podMaxBackoffSeconds")
     if (10 if maximum is None else maximum) < (1 if initial is None else initial):  # upstream's defaults
@@ -132,8 +128,10 @@ def parse_config(
         profiles=imported.profiles,
         leader_election=LeaderElection(
             leader_elect=election.get("leaderElect"),
-            lease_name=election.get("resourceName"),
-            lease_namespace=election.get("resourceNamespace"),
+            # empty is unset, as upstream's defaulting reads it
+            resource_lock=election.get("resourceLock") or None,
+            lease_name=election.get("resourceName") or None,
+            lease_namespace=election.get("resourceNamespace") or None,
             **durations,
         ),
         kubeconfig=client.get("kubeconfig") or None,
@@ -154,6 +152,10 @@ def merge_leader_election(file: LeaderElection, flags: LeaderElection) -> Leader
         }
     )
     if merged.leader_elect is not False:
+        if merged.resource_lock not in (None, "leases"):
+            raise ProfileError(
+                "leaderElection.resourceLock", f'must be "leases", not {merged.resource_lock!r}'
+            )
         lease = merged.lease_duration if merged.lease_duration is not None else 15.0
         renew = merged.renew_deadline if merged.renew_deadline is not None else 10.0
         retry = merged.retry_period if merged.retry_period is not None else 2.0

@@ -78,6 +78,7 @@ def test_every_honoured_field_takes_effect() -> None:
         retry_period=1.5,
         lease_name="from-file",
         lease_namespace="sched",
+        resource_lock="leases",
     )
     assert config.kubeconfig == "/etc/kubernetes/scheduler.conf"
     assert (config.initial_backoff, config.max_backoff) == (2.0, 20.0)
@@ -137,8 +138,18 @@ def test_the_merged_leader_election_is_checked_as_upstream_checks_it() -> None:
         ProfileError, match=r"^leaderElection.leaseDuration: must be greater than renewDeadline"
     ):
         merge_leader_election(LeaderElection(lease_duration=5.0), LeaderElection())  # 5s against 10s
-    # not campaigning: the timings are not checked (upstream's validation returns early)
-    merge_leader_election(LeaderElection(lease_duration=5.0), LeaderElection(leader_elect=False))
+    endpoints = LeaderElection(leader_elect=False, resource_lock="endpoints", lease_duration=5.0)
+    with pytest.raises(ProfileError) as e:
+        merge_leader_election(endpoints, LeaderElection(leader_elect=True))
+    assert str(e.value) == "leaderElection.resourceLock: must be \"leases\", not 'endpoints'"
+    # not campaigning: nothing is checked (upstream's validation returns early)
+    merge_leader_election(endpoints, LeaderElection())
+
+
+def test_empty_names_are_unset_as_upstream_defaults_them() -> None:
+    text = HEAD + "leaderElection:\n  resourceName: ''\n  resourceNamespace: ''\n  resourceLock: ''\n"
+    config = parse_config(parsed(text + "profiles:\n- schedulerName: a\n"), BOUNDS)
+    assert config.leader_election == LeaderElection()
 
 
 MAX_BELOW = "podMaxBackoffSeconds: must be greater than or equal to podInitialBackoffSeconds"
@@ -151,11 +162,6 @@ BAD_FILES = {
         "leaderElection:\n  leaseDuration: 15\n",
         "leaderElection.leaseDuration: must be of type string, not 15",
     ),
-    "resource-lock": (
-        "leaderElection:\n  resourceLock: endpoints\n",
-        "leaderElection.resourceLock: must be \"leases\", not 'endpoints'",
-    ),
-    "empty-name": ("leaderElection:\n  resourceName: ''\n", "leaderElection.resourceName: must not be empty"),
     "unknown-field": (
         "leaderElection:\n  leaseDurationSeconds: 15\n",
         "leaderElection: unknown field(s) ('leaseDurationSeconds' was unexpected)",
