@@ -92,7 +92,8 @@ class ConnectProxy:
             writer.close()
             return
         method, target, _ = head.split(" ", 2)
-        pid = _socket_owner(writer.get_extra_info("peername")[1], self.port)
+        # found off the loop: a walk through /proc must not hold up the tunnels already open
+        pid = await asyncio.to_thread(_socket_owner, writer.get_extra_info("peername")[1], self.port)
         self.connects.append(Connect(target, pid, _cmdline(pid)))
         host, _, port = target.rpartition(":")
         try:
