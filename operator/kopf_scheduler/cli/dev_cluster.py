@@ -37,7 +37,14 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
     parser.set_defaults(func=usage)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--state-dir", type=Path, default=None, help="cluster state directory")
+    common.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="cluster state, logs and kubeconfig "
+        "(default: ${XDG_RUNTIME_DIR:-/tmp}/kopf-scheduler/dev-cluster)",
+    )
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
 
     up = sub.add_parser("up", parents=[common], help="start the control plane and wait until ready")
@@ -69,8 +76,17 @@ def add_parser(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
     nodes = sub.add_parser("nodes", parents=[common], help="create fake Ready nodes")
     nodes.add_argument("--count", type=int, required=True, help="how many nodes")
-    nodes.add_argument("--template", type=Path, default=None, help="Node YAML overriding the defaults")
-    nodes.add_argument("--zones", type=int, default=3, help="topology.kubernetes.io/zone=zone-<i mod K>")
+    nodes.add_argument(
+        "--template", type=Path, default=None, metavar="FILE", help="Node YAML overriding the defaults"
+    )
+    nodes.add_argument(
+        "--zones",
+        type=int,
+        default=3,
+        metavar="K",
+        help="spread the nodes over K zones: node i gets topology.kubernetes.io/zone=zone-<i mod K> "
+        "(default 3)",
+    )
     nodes.add_argument("--prefix", default="node-", help="name prefix (default node-)")
     nodes.add_argument("--start", type=int, default=0, help="first node index (default 0)")
     nodes.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
