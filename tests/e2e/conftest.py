@@ -15,11 +15,18 @@ it never skips them.
 ``control_plane`` has no controller manager on purpose: its tests write PDB status by hand (the disruption
 controller would overwrite it) and arrange pods and nodes that no controller should touch (the pod
 garbage collector, for one, deletes pods bound to nodes that do not exist).
+
+Sessions on one machine run one after another (an exclusive lock on ``$KOPF_SCHEDULER_E2E_LOCK``, default
+``/tmp/kopf-scheduler-e2e.lock``, held for the whole session): two sessions' control planes and schedulers
+competing for the same cores turn every timing assertion into a coin toss.
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
+import os
+import sys
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,20 @@ from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import default_crds_dir
 from kopf_scheduler.devcluster.harness import ClusterHarness
+
+_LOCK_KEY = pytest.StashKey[object]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    lock_path = os.environ.get("KOPF_SCHEDULER_E2E_LOCK", "/tmp/kopf-scheduler-e2e.lock")
+    # Not closed: the lock is held until the process exits.
+    lock = open(lock_path, "a")  # noqa: SIM115
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"e2e: waiting for another e2e session ({lock_path})", file=sys.stderr, flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    session.config.stash[_LOCK_KEY] = lock
 
 
 def _session_cluster(state_dir: Path, *, with_controller_manager: bool = False) -> Iterator[ClusterHarness]:
