@@ -401,8 +401,8 @@ def test_helm_test_passes_on_a_release_whose_scheduler_binds_the_test_pod(
         assert output.strip().startswith("kopf-scheduler v"), output
         pod = cp.get(f"/api/v1/namespaces/{namespace}/pods/kopf-scheduler-test")
         assert pod["spec"]["nodeName"] == node["metadata"]["name"]
-        event = scheduled_by(cp, namespace, "kopf-scheduler-test")
-        assert event is not None and event.get("reportingInstance") == scheduler.name, event
+        event = wait_until(lambda: scheduled_by(cp, namespace, "kopf-scheduler-test"), 15, "Scheduled event")
+        assert event.get("reportingInstance") == scheduler.name, event
         code, _ = scheduler.terminate()
         assert code == 0, scheduler.tail()
 
