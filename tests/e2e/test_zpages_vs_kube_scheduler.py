@@ -99,9 +99,12 @@ def text_shape(endpoint: str, component: str, body: str) -> tuple[str, list[str]
         assert re.fullmatch(r"\d+ hr \d\d min \d\d sec", up), lines[1]
         return separator, names
     lines = rest.split("\n")
-    assert lines[-1] == "" and lines[:-1] == sorted(lines[:-1]), rest
-    separators = {re.match(r"[a-z0-9-]+(: |:|=| )", line).group(1) for line in lines[:-1]}  # type: ignore[union-attr]
-    assert len(separators) == 1, separators
+    assert lines[-1] == "", rest
+    parsed = [re.match(r"([A-Za-z0-9._-]+)(: |:|=| )", line) for line in lines[:-1]]
+    assert all(parsed), rest
+    names = [m.group(1) for m in parsed if m]
+    separators = {m.group(2) for m in parsed if m}
+    assert len(separators) == 1 and names == sorted(names), rest  # Go's sort.Strings: bytewise
     return separators.pop(), ["name=value"]
 
 

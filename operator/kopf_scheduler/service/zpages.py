@@ -341,17 +341,15 @@ def error_reply(
 ) -> Reply:
     """An error as ``responsewriters.ErrorNegotiated`` writes it: the ``v1 Status`` (``fields``: status,
     message, reason, details, code) in the first of ``media_types`` the ``Accept`` header allows without a
-    conversion (the first of them without the header), or else as Go's indented JSON without its kind."""
+    conversion (the first of them without the header), or else as Go's indented JSON (``WriteRawJSON``)."""
     code = int(str(fields["code"]))
     if accept:
         negotiated = negotiate(parse_accept(accept), None, media_types)
     else:
         negotiated = Negotiated(media_types[0], None, False)
-    if negotiated is None or negotiated.media_type == "text/plain":
-        return Reply(
-            code, go_json({"metadata": {}, **fields}, pretty=True), "application/json", headers or {}
-        )
     status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, **fields}
+    if negotiated is None or negotiated.media_type == "text/plain":
+        return Reply(code, go_json(status, pretty=True), "application/json", headers or {})
     negotiated = Negotiated(negotiated.media_type, None, negotiated.pretty or pretty_request)
     return Reply(code, _encode(negotiated, status), negotiated.media_type, headers or {})
 
@@ -381,14 +379,15 @@ def answer(
         return not_acceptable(accept, pretty_request)
     if negotiated.version is None:
         return Reply(200, text().encode(), TEXT)
+    version = negotiated.version
     headers = {}
-    if negotiated.version in DEPRECATED:
+    if version in DEPRECATED:
         headers["Warning"] = (
             f'299 - "This version of the {endpoint} endpoint is deprecated. Please use a newer version."'
         )
-    negotiated = Negotiated(negotiated.media_type, negotiated.version, negotiated.pretty or pretty_request)
-    content_type = f"{negotiated.media_type};g={GROUP};v={negotiated.version};as={endpoint.capitalize()}"
-    return Reply(200, _encode(negotiated, structured(negotiated.version)), content_type, headers)
+    negotiated = Negotiated(negotiated.media_type, version, negotiated.pretty or pretty_request)
+    content_type = f"{negotiated.media_type};g={GROUP};v={version};as={endpoint.capitalize()}"
+    return Reply(200, _encode(negotiated, structured(version)), content_type, headers)
 
 
 def random_delimiter() -> str:

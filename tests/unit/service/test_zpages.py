@@ -144,9 +144,17 @@ def test_json_without_the_right_kind_is_406_with_a_status(accept: str) -> None:
             )
             + "\n"
         )
-    else:  # no media type allowed without a conversion: Go's indented JSON, without the kind
+    else:  # no media type allowed without a conversion: Go's indented JSON
         assert body == json.dumps(
-            {"metadata": {}, "status": "Failure", "message": message, "reason": "NotAcceptable", "code": 406},
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": message,
+                "reason": "NotAcceptable",
+                "code": 406,
+            },
             indent=2,
         )
 
@@ -246,10 +254,12 @@ def test_refusals_are_negotiated_as_the_handler_chain_writes_them() -> None:
             "nosniff",
         )
         assert body.startswith('{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",')
-        # text is not among the chain's media types: Go's indented JSON, without the kind
+        # text is not among the chain's media types: Go's indented JSON
         status, headers, body = get(url + "/flagz", "text/plain")
         assert (status, headers["Content-Type"]) == (403, "application/json")
         assert json.loads(body) == {
+            "kind": "Status",
+            "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
             "message": 'forbidden: User "system:anonymous" cannot get path "/flagz"',
@@ -257,7 +267,7 @@ def test_refusals_are_negotiated_as_the_handler_chain_writes_them() -> None:
             "details": {},
             "code": 403,
         }
-        assert body.startswith('{\n  "metadata": {},\n')
+        assert body.startswith('{\n  "kind": "Status",\n  "apiVersion": "v1",\n  "metadata": {},\n')
         status, headers, body = get(url + "/statusz", "application/yaml", token="stolen")
         assert (status, headers["Content-Type"]) == (401, "application/yaml")
         assert "X-Content-Type-Options" not in headers
