@@ -9,12 +9,15 @@ the run, and how each scheduler is configured. The module fixtures ``kube_schedu
 return what ``run`` returned; the cluster is gone by then. A run that fails an assertion fails the
 fixture with the scheduler's log tail; kopf-scheduler (``kopf-scheduler run``, started as users start
 it, leading before the run begins) must log no ERROR line or traceback and stop within its grace period.
+With ``fault_proxy``, each scheduler reaches the API server through a ``FaultProxy`` of its cluster
+(``Scheduler.proxy``), so a run can break chosen requests of the scheduler's (its bindings, its claim
+writes) the same way under both.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +26,7 @@ from typing import Any, Generic, TypeVar
 import pytest
 from operator_harness import Operators
 
+from kopf_scheduler.devcluster.fault_proxy import FaultProxy
 from kopf_scheduler.devcluster.harness import ClusterHarness
 
 T = TypeVar("T")
@@ -42,6 +46,8 @@ class Scheduler:
     stop: Callable[[], object]
     #: what kopf-scheduler has logged so far ("" for kube-scheduler)
     log: Callable[[], str] = str
+    #: the proxy between the scheduler and the API server (``SideBySide.fault_proxy``), else None
+    proxy: FaultProxy | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,8 @@ class SideBySide(Generic[T]):
     kopf_setup: Callable[[ClusterHarness, pytest.FixtureRequest], object] | None = None
     #: log lines shown with a failed run
     log_lines: int = 150
+    #: the scheduler (only it) talks to the API server through a ``FaultProxy`` (``Scheduler.proxy``)
+    fault_proxy: bool = False
 
 
 def of(module: ModuleType) -> SideBySide[Any]:
@@ -74,12 +82,29 @@ def of(module: ModuleType) -> SideBySide[Any]:
     return spec
 
 
+@contextlib.contextmanager
+def _proxy(spec: SideBySide[Any], cp: ClusterHarness) -> Iterator[FaultProxy | None]:
+    if not spec.fault_proxy:
+        yield None
+        return
+    # authorize: kube-scheduler, a Go client, sends no token to an http:// server
+    with FaultProxy.of(cp.cluster, authorize=True) as proxy:
+        yield proxy
+
+
 def under_kube_scheduler(spec: SideBySide[T], workdir: Path) -> T:
     """``spec.run`` on a fresh cluster scheduled by the upstream kube-scheduler."""
-    with spec.cluster(workdir / "cluster") as cp:
-        cp.cluster.start_kube_scheduler(config=spec.kube_config)
+    with spec.cluster(workdir / "cluster") as cp, _proxy(spec, cp) as proxy:
+        config = dict(spec.kube_config or {})
+        if proxy is not None:  # the client settings of devcluster's scheduler_config, another kubeconfig
+            kubeconfig = proxy.kubeconfig(workdir / "proxy.kubeconfig")
+            config["clientConnection"] = {"kubeconfig": str(kubeconfig), "qps": 5000, "burst": 5000}
+        cp.cluster.start_kube_scheduler(config=config or None)
         scheduler = Scheduler(
-            KUBE_SCHEDULER, f"{cp.cluster.urls[KUBE_SCHEDULER]}/metrics", cp.cluster.stop_kube_scheduler
+            KUBE_SCHEDULER,
+            f"{cp.cluster.urls[KUBE_SCHEDULER]}/metrics",
+            cp.cluster.stop_kube_scheduler,
+            proxy=proxy,
         )
         try:
             return spec.run(cp, scheduler)
@@ -90,17 +115,21 @@ def under_kube_scheduler(spec: SideBySide[T], workdir: Path) -> T:
 
 def under_kopf_scheduler(spec: SideBySide[T], workdir: Path, request: pytest.FixtureRequest) -> T:
     """``spec.run`` on an identical fresh cluster scheduled by ``kopf-scheduler run``."""
-    with spec.cluster(workdir / "cluster") as cp:
+    with spec.cluster(workdir / "cluster") as cp, _proxy(spec, cp) as proxy:
         operators = Operators(cp.kubeconfig, workdir)
         try:
             operator = operators.start(
-                "op", lease_namespace="default", ports=spec.kopf_ports, args=list(spec.kopf_args)
+                "op",
+                lease_namespace="default",
+                ports=spec.kopf_ports,
+                args=list(spec.kopf_args),
+                kubeconfig=None if proxy is None else proxy.kubeconfig(workdir / "proxy.kubeconfig"),
             )
             operator.wait_leading()
             if spec.kopf_setup is not None:
                 spec.kopf_setup(cp, request)
             metrics = f"http://127.0.0.1:{operator.metrics_port}/metrics" if spec.kopf_ports else ""
-            scheduler = Scheduler(KOPF_SCHEDULER, metrics, operators.stop_all, operator.log)
+            scheduler = Scheduler(KOPF_SCHEDULER, metrics, operators.stop_all, operator.log, proxy)
             try:
                 result = spec.run(cp, scheduler)
             except AssertionError as e:

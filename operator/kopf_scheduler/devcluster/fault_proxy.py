@@ -18,6 +18,10 @@ answers (watches included). A ``Fault`` changes what matching requests get:
 - ``watch_expired``: a watch gets what the API server sends when the resourceVersion it resumes from is
   no longer in its history: 200 and one ``ERROR`` event with a 410 ``Expired`` Status.
 
+A Go client sends no credentials to it (client-go's ``clientcmd`` reads a kubeconfig's user only for an
+``https://`` server); with ``authorize=True`` the proxy sends a request that carries no ``Authorization``
+on with the cluster's token, so kube-scheduler can sit behind it too.
+
 ``query`` narrows a fault to requests whose query string it matches (``watch=true``). ``cut_streams``
 closes the connections of the requests in flight to a path (a watch's stream breaks, as when a load
 balancer drops it), so the client resumes it.
@@ -91,9 +95,10 @@ class Fault:
 
 
 class FaultProxy:
-    def __init__(self, server: str, ca_file: Path, token: str) -> None:
+    def __init__(self, server: str, ca_file: Path, token: str, *, authorize: bool = False) -> None:
         self.upstream = server
         self.token = token
+        self.authorize = authorize
         self.ca_file = ca_file
         self._ssl = ssl.create_default_context(cafile=str(ca_file))
         self._faults: list[Fault] = []
@@ -112,9 +117,9 @@ class FaultProxy:
         self.url = ""
 
     @classmethod
-    def of(cls, cluster: Any) -> FaultProxy:
+    def of(cls, cluster: Any, *, authorize: bool = False) -> FaultProxy:
         """For a running ``DevCluster`` (or anything with ``server``, ``ca_file`` and ``token``)."""
-        return cls(cluster.server, cluster.ca_file, cluster.token)
+        return cls(cluster.server, cluster.ca_file, cluster.token, authorize=authorize)
 
     def __enter__(self) -> FaultProxy:
         self.start()
@@ -233,6 +238,8 @@ class FaultProxy:
 
     async def _pass_on(self, request: web.Request, body: bytes, fault: Fault | None) -> web.StreamResponse:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
+        if self.authorize and "authorization" not in {k.lower() for k in headers}:
+            headers["Authorization"] = f"Bearer {self.token}"
         assert self._session is not None
         if request.transport is not None:
             flight = (request.path, request.transport)
