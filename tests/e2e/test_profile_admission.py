@@ -136,6 +136,12 @@ def test_what_the_rules_cannot_fault_is_admitted(control_plane: ClusterHarness, 
 
 def test_kubectl_explain_describes_the_score_plugins(control_plane: ClusterHarness) -> None:
     out = kubectl(control_plane, "explain", "sprof.spec.plugins.score").stdout
-    assert "Plugins that rank the feasible nodes; weight multiplies each plugin's scores." in out, out
-    weight = kubectl(control_plane, "explain", "sprof.spec.plugins.score.enabled.weight").stdout
+    words = " ".join(out.split())  # kubectl wraps descriptions at 80 columns
+    assert (
+        "DESCRIPTION: Plugins that rank the feasible nodes; weight multiplies each plugin's scores." in words
+    )
+    assert "enabled <[]Object> Plugins to run, after the default ones that are not disabled" in words, out
+    weight = " ".join(
+        kubectl(control_plane, "explain", "sprof.spec.plugins.score.enabled.weight").stdout.split()
+    )
     assert "Multiplies the plugin's normalized 0-100 node scores" in weight, weight
