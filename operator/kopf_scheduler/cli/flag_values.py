@@ -8,7 +8,8 @@ whose default is decided at start), and the value of a flag that holds a secret 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import Any
 
 from kopf_scheduler.framework.go_duration import go_duration
 from kopf_scheduler.service import zpages
@@ -47,16 +48,19 @@ def flag_values(
     return flags
 
 
-def run_flags(args: argparse.Namespace) -> dict[str, str]:
-    """The flags of ``kopf-scheduler run`` as ``args`` holds them."""
-    from kopf_scheduler.cli import run  # the command's own module, which calls this
+#: a subcommand's ``add_parser(subparsers, name)``
+AddParser = Callable[[Any, str], None]
 
+
+def run_flags(args: argparse.Namespace, add_parser: AddParser) -> dict[str, str]:
+    """The flags of the subcommand ``add_parser`` builds (``run``'s), as ``args`` holds them."""
     parser = argparse.ArgumentParser(prog="kopf-scheduler")
-    run.add_parser(parser.add_subparsers(), "run")
+    add_parser(parser.add_subparsers(), "run")
     [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return flag_values(subparsers.choices["run"], args)
 
 
-def record_run_flags(args: argparse.Namespace) -> None:
-    """Hands ``run``'s flags to ``/flagz`` (the service runs in this process)."""
-    zpages.record_flags(run_flags(args))
+def record_run_flags(args: argparse.Namespace, add_parser: AddParser) -> None:
+    """Hands ``run``'s flags to ``/flagz`` (the service runs in this process); ``run`` passes its own
+    ``add_parser``, so that this module does not import it back."""
+    zpages.record_flags(run_flags(args, add_parser))

@@ -306,9 +306,9 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     )
-    from kopf_scheduler.cli.flag_values import record_run_flags  # it reads this module's parser
+    from kopf_scheduler.cli.flag_values import record_run_flags
 
-    record_run_flags(args)  # /flagz lists them
+    record_run_flags(args, add_parser)  # /flagz lists them
     runner = importlib.import_module("kopf_scheduler.handlers.runner")
     return int(
         runner.main(

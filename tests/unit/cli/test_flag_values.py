@@ -20,7 +20,8 @@ def test_every_long_flag_with_its_value_as_pflag_writes_it() -> None:
     flags = run_flags(
         _parse("--secure-port", "10300", "--leader-elect-lease-duration", "90s",
                "--allow-scheduler-name", "a", "--allow-scheduler-name", "b", "--shadow",
-               "--feature-gates", "ComponentFlagz=true")
+               "--feature-gates", "ComponentFlagz=true"),
+        run_cli.add_parser,
     )  # fmt: skip
     assert flags["secure-port"] == flags["metrics-port"] == "10300"  # an alias under each of its names
     assert flags["leader-elect-lease-duration"] == "1m30s"
@@ -45,6 +46,6 @@ def test_run_records_its_flags_for_the_secure_port(monkeypatch) -> None:  # type
     monkeypatch.setattr(zpages, "_recorded", None)
     from kopf_scheduler.cli.flag_values import record_run_flags
 
-    record_run_flags(_parse("--bind-address", "127.0.0.1"))
+    record_run_flags(_parse("--bind-address", "127.0.0.1"), run_cli.add_parser)
     recorded = zpages.recorded_flags()
     assert recorded is not None and recorded["bind-address"] == "127.0.0.1"
