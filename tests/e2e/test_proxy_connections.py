@@ -64,12 +64,17 @@ class ConnectProxy:
 
         def serve() -> None:
             loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
             self._loop = loop
             server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
             self.port = server.sockets[0].getsockname()[1]
             ready.set()
             loop.run_forever()
             server.close()
+            tunnels = asyncio.all_tasks(loop)  # the tunnels still open: closed, not dropped
+            for task in tunnels:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tunnels, return_exceptions=True))
             loop.run_until_complete(server.wait_closed())
             loop.close()
 
