@@ -275,6 +275,7 @@ def load_kubeconfig(
             username, password = str(user.body["username"]), str(user.body["password"])
 
     proxy_url = cluster.body.get("proxy-url")
+    proxy: Proxy | None
     if proxy_url:
         proxy = proxies.parse(str(proxy_url), f"{cluster.origin}: {where_c}.proxy-url")
     else:
