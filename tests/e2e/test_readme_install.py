@@ -26,6 +26,7 @@ test's own, then ``kubectl kopf-scheduler --version`` through krew's link, and `
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
 import subprocess
@@ -145,7 +146,7 @@ class Shell:
     def run(self, words: list[str], timeout: float = 300) -> str:
         return self.finish(words, self.start(words), timeout)
 
-    def run_while(self, words: list[str], tick: Callable[[], None], timeout: float = 300) -> str:
+    def run_while(self, words: list[str], tick: Callable[[], object], timeout: float = 300) -> str:
         """Runs ``words`` calling ``tick`` every half second meanwhile (the kubelet's part)."""
         process = self.start(words)
         deadline = time.monotonic() + timeout
@@ -172,7 +173,9 @@ def cluster_shell(cp: ClusterHarness, tmp_path: Path) -> Shell:
 
 
 def exists(cp: ClusterHarness, path: str) -> bool:
-    return bool(cp.request("GET", path, expect=(200, 404)))
+    status = cp.api.request("GET", path).status
+    assert status in (200, 404), f"GET {path}: HTTP {status}"
+    return status == 200
 
 
 def api_path(o: dict[str, Any]) -> str:
@@ -241,8 +244,10 @@ def accepted(cp: ClusterHarness) -> set[str]:
     }
 
 
-def scheduled(cp: ClusterHarness) -> list[dict[str, Any]]:
-    return [e for e in cp.get(HELLO_EVENTS)["items"] if e.get("reason") == "Scheduled"]
+def scheduled(cp: ClusterHarness, uid: str) -> list[dict[str, Any]]:
+    """The Scheduled events of this pod hello (an earlier one's events outlive it)."""
+    events = cp.get(HELLO_EVENTS)["items"]
+    return [e for e in events if e.get("reason") == "Scheduled" and e["involvedObject"].get("uid") == uid]
 
 
 def verify(cp: ClusterHarness, shell: Shell, container: Container, node: str, profiles: set[str]) -> None:
@@ -274,20 +279,23 @@ def verify(cp: ClusterHarness, shell: Shell, container: Container, node: str, pr
             assert row[header.index("NODE")] == node, (header, row)
             checked.add("node")
         elif words[:3] == ["kubectl", "get", "events"]:
-            wait_until(lambda: bool(scheduled(cp)), 30, "hello's Scheduled event")
-            assert scheduled(cp)[0]["reportingInstance"] == container.name
+            uid = cp.get(HELLO)["metadata"]["uid"]
+            wait_until(functools.partial(scheduled, cp, uid), 30, "hello's Scheduled event")
+            assert scheduled(cp, uid)[0]["reportingInstance"] == container.name
             out = shell.run(words)
             assert "Scheduled" in out and f"Successfully assigned default/hello to {node}" in out, out
             checked.add("events")
         elif words[:4] == ["kubectl", "delete", "pod", "hello"]:
 
-            def confirm() -> None:  # the kubelet's part: the pod's containers stopped, the deletion confirmed
-                pod = cp.request("GET", HELLO, expect=(200, 404))
-                if pod and pod["metadata"].get("deletionTimestamp"):
+            def confirm() -> bool:  # the kubelet's part: the pod's containers stopped, the deletion confirmed
+                if not exists(cp, HELLO):
+                    return True
+                if cp.get(HELLO)["metadata"].get("deletionTimestamp"):
                     cp.delete(HELLO)
+                return False
 
             assert 'pod "hello" deleted' in shell.run_while(words, confirm)
-            assert not exists(cp, HELLO)
+            wait_until(confirm, 30, "hello deleted")
             checked.add("delete")
         else:
             raise AssertionError(f"a README Verify command this test does not check: {words}")
