@@ -281,3 +281,22 @@ def test_a_claim_without_a_storage_request_needs_no_capacity() -> None:
     del no_request["spec"]["resources"]
     found, reasons = find([no_request], pod_with_claims("provisioned-pvc"), csi_driver())
     assert (reasons, [p.capacity for p in found.dynamic_provisions]) == ([], [None])
+
+
+def test_volumes_bound_to_other_claims_are_left_out_once_per_pod() -> None:
+    """A volume whose claimRef names another claim is no candidate on any node: pre-filter leaves it out
+    of the class's volumes, so the filter does not look at it again for every node. Volumes that are
+    available, or bound to the pod's own claim (its uid or none), stay; the
+    bindings found are those found with every volume."""
+    other = claim("other-pvc", "1G", uid="other-uid")
+    mine_by_name = volume("pv-mine-by-name", "node1", "1G", bound_to=claim("unbound-pvc", uid=""))
+    taken = [volume(f"pv-taken-{i}", "node1", "1G", bound_to=other, phase="Bound") for i in range(3)]
+    items = [unbound, other, *taken, pv_node1b, mine_by_name, pv_node2]
+    binder = VolumeBinder(objects(*items))
+    pod = pod_with_claims("unbound-pvc")
+    claims = binder.pod_volume_claims(pod)
+    kept = sorted(v.name for v in claims.volumes_by_class["waitClass"])
+    assert kept == ["pv-mine-by-name", "pv-node1b", "pv-node2"]
+    target = node("node1")
+    found, reasons = binder.find_pod_volumes(pod, claims, target.name, target.labels)
+    assert (reasons, _pairs(found)) == ([], [("unbound-pvc", "pv-mine-by-name")])

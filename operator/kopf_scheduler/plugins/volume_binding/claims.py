@@ -31,7 +31,7 @@ from kopf_scheduler.plugins._volumes import (
 )
 from kopf_scheduler.plugins.volume_binding.assume_cache import ClaimCache, VolumeCache
 from kopf_scheduler.plugins.volume_binding.bound import BoundVolume, bound_volume
-from kopf_scheduler.plugins.volume_binding.matching import CLAIM_LOST, claim_fully_bound
+from kopf_scheduler.plugins.volume_binding.matching import CLAIM_LOST, bound_to_claim, claim_fully_bound
 
 
 class VolumeBindingError(Exception):
@@ -47,7 +47,8 @@ class PodVolumeClaims:
     delay_binding: list[PersistentVolumeClaim] = field(default_factory=list)
     #: unbound (or pre-bound by volume name) of any other class: the PV controller binds them
     immediate: list[PersistentVolumeClaim] = field(default_factory=list)
-    #: the volumes of each class of ``delay_binding`` claims, as the cache showed them at pre-filter
+    #: the volumes of each class of ``delay_binding`` claims, as the cache showed them at pre-filter, less
+    #: those whose claimRef names a claim other than these (no node can give them to the pod)
     volumes_by_class: dict[str, list[PersistentVolume]] = field(default_factory=dict)
 
 
@@ -127,5 +128,17 @@ def pod_volume_claims(
     found.bound_volumes = tuple(bound_volume(volumes.get("", claim.volume_name)) for claim in found.bound)
     for claim in found.delay_binding:
         name = claim_class(claim)
-        found.volumes_by_class[name] = volumes.list_by_class(name)
+        if name not in found.volumes_by_class:
+            found.volumes_by_class[name] = [
+                v for v in volumes.list_by_class(name) if _may_match(v, found.delay_binding)
+            ]
     return found
+
+
+def _may_match(volume: PersistentVolume, claims: list[PersistentVolumeClaim]) -> bool:
+    """Whether ``find_matching_volume`` may pick the volume for one of ``claims`` on some node: not when
+    it is bound (or being bound) to another claim, which it skips whatever the node. Left out once per
+    pod, the filter's per-node matching looks at the volumes it could pick only, not at every volume of
+    the class (upstream lists the class's volumes and skips those for each node; the result is the same,
+    in the same order)."""
+    return volume.claim_ref is None or any(bound_to_claim(volume, claim) for claim in claims)
