@@ -34,6 +34,7 @@ DEFAULT_QUEUE_SORT = "PrioritySort"
 #: (``[.]``, not an escaped dot: a CEL string literal knows no ``\.`` escape)
 GO_DURATION = "^[-+]?(0|(([0-9]+([.][0-9]*)?|[.][0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$"
 
+
 def _rule(rule: str, message: str, field_path: str = "") -> dict[str, str]:
     out = {"rule": rule, "message": message}
     if field_path:

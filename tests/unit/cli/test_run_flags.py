@@ -183,7 +183,8 @@ def test_config_file_without_leader_election_or_kubeconfig_keeps_the_defaults(
             "config.yaml: profiles[0].schedulerName: 'default-scheduler' is a reserved scheduler name",
         ),
         (
-            CONFIG + "  pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: Nope}}\n",
+            CONFIG
+            + "  pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: Nope}}\n",
             (),
             "config.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.type: Unsupported value",
         ),
