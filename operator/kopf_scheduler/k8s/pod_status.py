@@ -6,8 +6,11 @@ else the pod object the scheduler has. Nothing is sent when nothing changes, whi
 of a pod that keeps failing for the same reason. Patches for one pod that wait to be sent are merged
 into one, so the queue holds at most one entry per pod and needs no bound; a pod that gets bound
 meanwhile has its waiting patch cancelled. ``nominate`` (the binding cycle's announcement of its node)
-goes through the same queue, so it follows the pod's earlier patches, and waits for its answer. Retries
-follow upstream's ``PatchPodStatus``: conflicts, server errors and no answer are retried a few times.
+is sent by the binding cycle itself, as kube-scheduler's ``updatePod`` is on the binding goroutine: it
+follows the pod's own patch on the wire, takes in the pod's own waiting patch, and never waits behind other
+pods' patches (a gang's members announce their nodes before their Permit wait; behind a queue of other
+pods' failures their bindings lagged the gang's release by seconds). Retries follow upstream's
+``PatchPodStatus``: conflicts, server errors and no answer are retried a few times.
 """
 
 from __future__ import annotations
@@ -103,14 +106,28 @@ class PodStatusWriter:
         self._update(pod, condition, nominated_node_name)
 
     async def nominate(self, pod: PodInfo, node_name: str) -> None:
-        """Set ``status.nominatedNodeName`` and wait until the pod's patches (this one and any before it)
-        are answered; nothing is sent, and nothing awaited, when the pod holds that node already."""
-        self._update(pod, None, node_name)
-        if pod.uid not in self.pending and pod.uid not in self.in_flight:
+        """Set ``status.nominatedNodeName`` now and wait for the answer: after the pod's own patch in
+        flight, merged with its own waiting one, never behind other pods' patches; nothing is sent, and
+        nothing awaited, when the pod holds that node already."""
+        if self._closed:
             return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.setdefault(pod.uid, []).append(done)
-        await done
+        patch = status_patch(self.view(pod), None, node_name, rfc3339(self.wall()))
+        stats = self.rest.stats
+        if patch is None:
+            stats.status_patches_skipped += 1
+            return
+        self._remember(pod.uid, patch["status"])
+        while pod.uid in self.in_flight:  # the pod's earlier patch goes first
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.waiters.setdefault(pod.uid, []).append(done)
+            await done
+            if self._closed:
+                return
+        waiting = self.pending.pop(pod.uid, None)  # its queue entry then sends nothing
+        if waiting is not None:
+            patch = merge_patches(waiting.patch, patch)
+            stats.status_patches_coalesced += 1
+        await self._send(pod.uid, _Pending(pod.namespace, pod.name, patch))
 
     def clear_nominated_node_name(self, pod: PodInfo) -> None:
         """Remove ``status.nominatedNodeName`` (upstream ``ClearNominatedNodeName``); nothing is sent
@@ -166,7 +183,10 @@ class PodStatusWriter:
         pending = self.pending.pop(uid, None)
         if pending is None:
             self._wake(uid)
-            return  # cancelled (the pod was bound)
+            return  # cancelled (the pod was bound), or sent by ``nominate``
+        await self._send(uid, pending)
+
+    async def _send(self, uid: str, pending: _Pending) -> None:
         path = resource_path("v1", "pods", pending.name, namespace=pending.namespace, subresource="status")
         self.in_flight.add(uid)
         try:
@@ -178,10 +198,9 @@ class PodStatusWriter:
             )
         finally:
             self.in_flight.discard(uid)
-            if uid in self.pending:
+            if uid in self.pending:  # a later patch of the pod waited for this one
                 self.queue.put_nowait(uid)
-            else:
-                self._wake(uid)
+            self._wake(uid)
         stats = self.rest.stats
         if response.status == 200:
             stats.status_patches_sent += 1

@@ -198,3 +198,40 @@ async def test_nominate_waits_for_the_patch_and_the_ones_before_it(rest: FakeAPI
     writer.record_failure(p, "SchedulerError", "bind failed", "")  # a failure clears it again
     assert await writer.close(1.0)
     assert rest.requests[2].body["status"]["nominatedNodeName"] is None
+
+
+async def test_nominate_is_not_queued_behind_other_pods_patches(rest: FakeAPI) -> None:
+    # A gang's members wait at Permit after announcing their node; the announcement must not wait for the
+    # failures of other pods written meanwhile (hundreds in a busy queue: the gang's release then held its
+    # bindings for seconds). kube-scheduler sends it from the binding goroutine itself.
+    gate = rest.hold("PATCH", "/api/v1/namespaces/ns/pods/other/status")
+    writer = PodStatusWriter(rest, VirtualClock(), workers=1)  # type: ignore[arg-type]
+    writer.record_failure(pod("other", "u0"), "Unschedulable", MSG, None)  # holds the only worker
+    writer.record_failure(pod("third", "u2"), "Unschedulable", MSG, None)  # queued behind it
+    member = pod("member", "u1")
+    async with asyncio.timeout(5):
+        await writer.nominate(member, "n1")
+    sent = [(c.path, c.body["status"]) for c in rest.requests]
+    assert ("/api/v1/namespaces/ns/pods/member/status", {"nominatedNodeName": "n1"}) in sent
+    gate.set()
+    assert await writer.close(1.0)
+    sent_to = [c.path.split("/")[-2] for c in rest.requests]
+    assert sorted(sent_to) == ["member", "other", "third"] and sent_to.index("member") < sent_to.index(
+        "third"
+    )
+
+
+async def test_nominate_merges_the_pods_own_waiting_patch(rest: FakeAPI) -> None:
+    gate = rest.hold("PATCH", "/api/v1/namespaces/ns/pods/other/status")
+    writer = PodStatusWriter(rest, VirtualClock(), workers=1)  # type: ignore[arg-type]
+    writer.record_failure(pod("other", "u0"), "Unschedulable", MSG, None)  # holds the only worker
+    member = pod("member", "u1")
+    writer.record_failure(member, "Unschedulable", "earlier", None)  # still waiting in the queue
+    async with asyncio.timeout(5):
+        await writer.nominate(member, "n1")
+    own = [c.body["status"] for c in rest.requests if c.path.endswith("/member/status")]
+    assert len(own) == 1
+    assert own[0]["nominatedNodeName"] == "n1" and own[0]["conditions"][0]["message"] == "earlier"
+    gate.set()
+    assert await writer.close(1.0)
+    assert len(rest.requests) == 2  # the member's queued entry sends nothing more
