@@ -31,14 +31,23 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: Any, name: str) -> None:
-    parser = sub.add_parser(name, help="run the scheduler against a cluster (KUBECONFIG or in-cluster)")
-    serving = parser.add_argument_group("the secure port: /metrics and /readyz, as kube-scheduler's 10259")
+    parser = sub.add_parser(
+        name,
+        help="run the scheduler against a cluster",
+        description="Run the scheduler against a cluster: it watches pods, nodes, SchedulingProfiles and the "
+        "objects its plugins read, and binds the pods whose schedulerName a profile serves. Takes "
+        "kube-scheduler's flags (--config, --kubeconfig, --leader-elect..., --secure-port, --feature-gates) "
+        "beside its own.",
+    )
+    serving = parser.add_argument_group(
+        "the secure port: /metrics, /healthz, /livez, /readyz, /flagz and /statusz, as kube-scheduler's 10259"
+    )
     serving.add_argument(
         "--metrics-port",
         "--secure-port",
         type=int,
         default=10259,
-        help="HTTPS port of /metrics and /readyz (0: off)",
+        help="HTTPS port of the secure port's paths (0: off)",
     )
     serving.add_argument("--bind-address", default="0.0.0.0", help="address the secure port listens on")
     serving.add_argument(
@@ -79,7 +88,8 @@ def add_parser(sub: Any, name: str) -> None:
         "--kubeconfig",
         default="",
         metavar="FILE",
-        help="the API server and credentials of both processes; default: $KUBECONFIG, else in-cluster",
+        help="the API server and credentials of both processes; default: $KUBECONFIG, else in-cluster, "
+        "else ~/.kube/config (ignored with --config, as kube-scheduler ignores it)",
     )
     election = parser.add_argument_group("leader election, as kube-scheduler's flags")
     election.add_argument(
@@ -114,7 +124,9 @@ def add_parser(sub: Any, name: str) -> None:
         election.add_argument(
             f"--leader-elect-{flag}", type=_duration, default=default, metavar="DURATION", help=meaning
         )
-    parser.add_argument("--bind-concurrency", type=int, default=64)
+    parser.add_argument(
+        "--bind-concurrency", type=int, default=64, help="bindings in flight at once (default 64)"
+    )
     bounds = parser.add_argument_group("bounds on SchedulingProfiles")
     bounds.add_argument(
         "--allow-scheduler-name",
