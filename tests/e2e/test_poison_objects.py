@@ -1,8 +1,9 @@
 """No object stops the running operator: a bounded number of objects of every kind the scheduler reads,
-drawn from the poison tier's strategies (tests/poison/poison_strategies.py: valid ones and ones pushed to
-the extremes of their schema), are created against the real API server; what the API server refuses is
-counted, not a failure. Then a canary pod must still bind, and the operator's log has no traceback and no
-error line."""
+drawn from the poison tier's strategies (tests/poison/poison_strategies.py: valid ones, built or drawn from
+the API server's OpenAPI schema, and ones pushed to the extremes of their schema), are created against the
+real API server; what the API server refuses is counted, not a failure. Then a canary pod must still bind,
+and the operator's log has no traceback and no error line. The schema the strategies draw from
+(tests/poison/openapi/kube-apiserver.json) must equal what this API server serves."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from operator_harness import PROFILES, Operators, Scope
 from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "poison"))
+from openapi_schema import SCHEMA_FILE, dumps, load, served, trim
 from poison_strategies import KINDS, poison
 
 pytestmark = pytest.mark.e2e
@@ -33,6 +35,11 @@ PATHS = {
     "Service": ("/api/v1/namespaces/{ns}/services", True),
     "ResourceClaim": ("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims", True),
     "ResourceSlice": ("/apis/resource.k8s.io/v1/resourceslices", False),
+    "StorageClass": ("/apis/storage.k8s.io/v1/storageclasses", False),
+    "CSINode": ("/apis/storage.k8s.io/v1/csinodes", False),
+    "CSIDriver": ("/apis/storage.k8s.io/v1/csidrivers", False),
+    "DeviceClass": ("/apis/resource.k8s.io/v1/deviceclasses", False),
+    "PodDisruptionBudget": ("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", True),
     "SchedulingProfile": (PROFILES, False),
 }
 #: kind -> the API server's first refusal, printed for a reader of the log
@@ -98,3 +105,14 @@ def test_poison_objects_leave_the_canary_bound_and_the_log_clean(
     assert scope.wait_bound("canary", timeout=60)["spec"]["nodeName"] in nodes
     assert operator.alive
     assert operator.problems() == []
+
+
+def test_committed_openapi_schemas_equal_what_the_api_server_serves(control_plane: ClusterHarness) -> None:
+    """The poison tier draws from a committed copy of the schemas; after a Kubernetes upgrade it must be
+    fetched again (``tests/poison/openapi/fetch.py``), or this fails."""
+    version = control_plane.get("/version")["gitVersion"]
+    trimmed = trim(served(control_plane.get), version)
+    assert load()["kubernetesVersion"] == version
+    assert dumps(trimmed) == SCHEMA_FILE.read_text(), (
+        f"{SCHEMA_FILE} is stale: run {SCHEMA_FILE.parent}/fetch.py"
+    )

@@ -1,9 +1,13 @@
-"""Hypothesis strategies for the poison tier: objects of every kind the scheduler reads, mostly valid (built
-with the shipped builders) and then pushed just past what the API server accepts: extreme quantities, deep
-nesting, huge label maps and lists, unknown fields, wrong types, missing required fields, unicode.
+"""Hypothesis strategies for the poison tier: objects of every kind the scheduler reads, valid and then
+pushed just past what the API server accepts: extreme quantities, deep nesting, huge label maps and lists,
+unknown fields, wrong types, missing required fields, unicode.
 
-``poison(kind)`` draws one object of ``kind``: a valid one, or a valid one with one to three mutations at
-random places. Sizes are bounded so that one example stays in milliseconds."""
+Valid objects come two ways: built with the shipped builders (a core the scheduler acts on: requests,
+affinity, taints, claims), and drawn from the API server's own OpenAPI schema (``openapi_strategies``,
+from the committed ``openapi/kube-apiserver.json``) laid over such a core, so every field the API server
+stores for the kind can show up. ``poison(kind)`` draws one object of ``kind``: a valid one, or a valid one
+with one to three mutations at random places. Sizes are bounded so that one example stays in
+milliseconds."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from openapi_strategies import KIND_DEFINITIONS, configure, kind_objects, overlay
 
 from kopf_scheduler.testing import make_node, make_pod
 
@@ -516,20 +521,47 @@ VALID: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "ResourceSlice": valid_resource_slices(),
     "SchedulingProfile": valid_profiles(),
 }
+#: kinds drawn from the schema only, over a core of a name (and namespace): kind -> namespaced
+SCHEMA_ONLY = {
+    "StorageClass": False,
+    "CSINode": False,
+    "CSIDriver": False,
+    "DeviceClass": False,
+    "PodDisruptionBudget": True,
+}
+VALID.update({kind: st.builds(lambda m: {"metadata": m}, _meta(ns)) for kind, ns in SCHEMA_ONLY.items()})
 KINDS = sorted(VALID)
+
+#: plain strings of a schema-drawn object: names, label values, unicode, quantities
+configure(quantities, st.one_of(dns_names, label_values, unicode_text, st.sampled_from(EXTREME_QUANTITIES)))
+
+
+def from_schema(kind: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A ``kind`` drawn from the API server's OpenAPI schema, laid over a builder-made core (the core's
+    values win where both have one, so the object still asks the scheduler something)."""
+    return st.builds(overlay, VALID[kind], kind_objects(kind))
+
+
+def valid(kind: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A valid ``kind``: builder-made, or drawn from the schema over a builder-made core."""
+    if kind in SCHEMA_ONLY:
+        return from_schema(kind)
+    if kind in KIND_DEFINITIONS:
+        return st.one_of(VALID[kind], from_schema(kind))
+    return VALID[kind]
 
 
 def poison(kind: str) -> st.SearchStrategy[dict[str, Any]]:
     """A valid ``kind``, or one pushed to extremes within the types its schema gives (what the API server
     would store)."""
-    base = VALID[kind]
+    base = valid(kind)
     return st.one_of(base, mutated(base, ("kind", "apiVersion"), wrong_types=False))
 
 
 def wrong_typed(kind: str) -> st.SearchStrategy[dict[str, Any]]:
     """A ``kind`` with fields of the wrong type, deep nesting or required fields missing (what only a file
     given to ``simulate`` can hold)."""
-    base = VALID[kind]
+    base = valid(kind)
     return st.one_of(
         mutated(base, ("kind", "apiVersion"), wrong_types=True),
         mutated(base, ("kind", "apiVersion", "metadata"), wrong_types=True),

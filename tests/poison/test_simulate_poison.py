@@ -290,6 +290,16 @@ REGRESSIONS = [
         id="slice-capacity-name-newline",  # named in one line: capacity['\n']
     ),
     pytest.param(
+        "PodDisruptionBudget",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "poison", "namespace": "default"},
+            "spec": {"maxUnavailable": ""},
+        },
+        id="pdb-max-unavailable-empty",  # refused in one line that names the file
+    ),
+    pytest.param(
         "SchedulingProfile",
         {
             "apiVersion": "kopf-scheduler.io/v1alpha1",

@@ -194,6 +194,7 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
     seen: set[tuple[str, str, str]] = set()
     classes = builtin_priority_classes()
     pods: list[tuple[str, dict[str, Any]]] = []
+    budgets: list[tuple[str, dict[str, Any]]] = []
     used_namespaces = {"default"}
     for where, obj in objects:
         kind = obj.get("kind")
@@ -240,6 +241,7 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
             elif kind == "PodDisruptionBudget":
                 DisruptionBudget.parse(obj)
                 cluster.pdbs.append(obj)
+                budgets.append((where, obj))
             elif kind in _KINDS:
                 if kind == "ReplicationController":
                     default_replication_controller(obj)
@@ -258,11 +260,11 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
             raise UsageError(f"{where}: {_describe(pod)}: {e}") from None
         target = cluster.bound_pods if (pod.get("spec") or {}).get("nodeName") else cluster.pending_pods
         target.append(pod)
-    for pdb in cluster.pdbs:
+    for where, pdb in budgets:
         try:
             default_disruptions_allowed(pdb, (p for _, p in pods))
         except AdmissionError as e:
-            raise UsageError(f"{_describe(pdb)}: {e}") from None
+            raise UsageError(f"{where}: {_describe(pdb)}: {e}") from None
     _with_namespaces(cluster, used_namespaces)
     return cluster
 
