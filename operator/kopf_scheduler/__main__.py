@@ -50,6 +50,7 @@ EXIT_WITHOUT_TEARDOWN = frozenset({"simulate", "profiles", "explain"})
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # which flags were given (run's fallbacks)
     try:
         return int(args.func(args) or 0)
     except UsageError as e:

@@ -239,6 +239,42 @@ def _read_config(args: argparse.Namespace) -> FileConfig:
     return parse_config(read_document(args.config), bounds, set(registry.names()), builds)
 
 
+#: the variables a flag writes straight from its value (flag dest by variable name): when the flag is not
+#: on the command line, a variable set in the environment keeps its value
+FLAG_OF_VARIABLE = {
+    config.BIND_ADDRESS: "bind_address",
+    config.TLS_CERT_FILE: "tls_cert_file",
+    config.TLS_PRIVATE_KEY_FILE: "tls_private_key_file",
+    config.INSECURE_METRICS: "insecure_metrics",
+    config.SHADOW: "shadow",
+    config.BIND_CONCURRENCY: "bind_concurrency",
+    config.ALLOW_SCHEDULER_NAMES: "allow_scheduler_name",
+    config.DENY_SCHEDULER_NAMES: "deny_scheduler_name",
+    config.EXTENDER_TLS_DIR: "extender_tls_dir",
+    config.ALLOW_EXTENDER_LINK_LOCAL: "allow_extender_link_local",
+    config.ALWAYS_ALLOW_PATHS_VAR: "authorization_always_allow_paths",
+    config.FEATURE_GATES: "feature_gates",
+    config.EMULATED_VERSION: "emulated_version",
+    config.LOGGING_FORMAT: "logging_format",
+}
+
+
+def given_flags(args: argparse.Namespace) -> set[str] | None:
+    """The dests of the flags on ``run``'s command line (``args.argv``, the program's arguments, as
+    ``main`` keeps them), or None when the command line is not known (every flag counts as given)."""
+    argv = getattr(args, "argv", None)
+    if argv is None or "run" not in argv:
+        return None
+    parser = argparse.ArgumentParser(prog="kopf-scheduler", add_help=False)
+    add_parser(parser.add_subparsers(), "run")
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    run_parser = subparsers.choices["run"]
+    for action in run_parser._actions:
+        action.default = argparse.SUPPRESS
+    given, _ = run_parser.parse_known_args(argv[argv.index("run") + 1 :])
+    return set(vars(given))
+
+
 def run(args: argparse.Namespace) -> int:
     # refused now: what holds at every version, or all of it with --emulated-version (upstream's checks
     # first); without it the rest waits for the API server's version, at start
@@ -287,37 +323,39 @@ def run(args: argparse.Namespace) -> int:
             default_name = ""  # the file's profiles stand in for the built-in default, as in kube-scheduler
     if kubeconfig:  # both processes, the scheduler's own client and Kopf's, read it from there
         os.environ["KUBECONFIG"] = kubeconfig
-    os.environ.update(
-        config.flag_environment(
-            {
-                config.METRICS_PORT: args.metrics_port,
-                config.BIND_ADDRESS: args.bind_address,
-                config.TLS_CERT_FILE: args.tls_cert_file,
-                config.TLS_PRIVATE_KEY_FILE: args.tls_private_key_file,
-                config.INSECURE_METRICS: bool(args.insecure_metrics),
-                config.SHADOW: bool(args.shadow),
-                config.DEFAULT_SCHEDULER_NAME: default_name,
-                config.LEADER_ELECT: election.leader_elect,
-                config.LEASE_NAMESPACE: election.lease_namespace,
-                config.LEASE_NAME: election.lease_name,
-                config.LEASE_DURATION: election.lease_duration,
-                config.RENEW_DEADLINE: election.renew_deadline,
-                config.RETRY_PERIOD: election.retry_period,
-                config.BIND_CONCURRENCY: args.bind_concurrency,
-                config.ALLOW_SCHEDULER_NAMES: ",".join(args.allow_scheduler_name),
-                config.DENY_SCHEDULER_NAMES: ",".join(args.deny_scheduler_name),
-                config.EXTENDER_TLS_DIR: args.extender_tls_dir,
-                config.ALLOW_EXTENDER_LINK_LOCAL: bool(args.allow_extender_link_local),
-                config.ALWAYS_ALLOW_PATHS_VAR: args.authorization_always_allow_paths,
-                config.FEATURE_GATES: args.feature_gates,
-                config.EMULATED_VERSION: args.emulated_version,
-                config.LOGGING_FORMAT: args.logging_format,
-                config.CONFIG: os.path.abspath(args.config) if args.config else None,
-                config.POD_INITIAL_BACKOFF: file.initial_backoff if file is not None else None,
-                config.POD_MAX_BACKOFF: file.max_backoff if file is not None else None,
-            }
-        )
-    )
+    settings: dict[str, str | int | float | bool | None] = {
+        config.METRICS_PORT: args.metrics_port,
+        config.BIND_ADDRESS: args.bind_address,
+        config.TLS_CERT_FILE: args.tls_cert_file,
+        config.TLS_PRIVATE_KEY_FILE: args.tls_private_key_file,
+        config.INSECURE_METRICS: bool(args.insecure_metrics),
+        config.SHADOW: bool(args.shadow),
+        config.DEFAULT_SCHEDULER_NAME: default_name,
+        config.LEADER_ELECT: election.leader_elect,
+        config.LEASE_NAMESPACE: election.lease_namespace,
+        config.LEASE_NAME: election.lease_name,
+        config.LEASE_DURATION: election.lease_duration,
+        config.RENEW_DEADLINE: election.renew_deadline,
+        config.RETRY_PERIOD: election.retry_period,
+        config.BIND_CONCURRENCY: args.bind_concurrency,
+        config.ALLOW_SCHEDULER_NAMES: ",".join(args.allow_scheduler_name),
+        config.DENY_SCHEDULER_NAMES: ",".join(args.deny_scheduler_name),
+        config.EXTENDER_TLS_DIR: args.extender_tls_dir,
+        config.ALLOW_EXTENDER_LINK_LOCAL: bool(args.allow_extender_link_local),
+        config.ALWAYS_ALLOW_PATHS_VAR: args.authorization_always_allow_paths,
+        config.FEATURE_GATES: args.feature_gates,
+        config.EMULATED_VERSION: args.emulated_version,
+        config.LOGGING_FORMAT: args.logging_format,
+        config.CONFIG: os.path.abspath(args.config) if args.config else None,
+        config.POD_INITIAL_BACKOFF: file.initial_backoff if file is not None else None,
+        config.POD_MAX_BACKOFF: file.max_backoff if file is not None else None,
+    }
+    given = given_flags(args)
+    for name, dest in FLAG_OF_VARIABLE.items():
+        # a variable already set stands in for its flag's default: the flag wins only when given
+        if given is not None and dest not in given and config.PREFIX + name in os.environ:
+            settings.pop(name, None)
+    os.environ.update(config.flag_environment(settings))
     from kopf_scheduler.cli.flag_values import record_run_flags
 
     record_run_flags(args, add_parser)  # /flagz lists them

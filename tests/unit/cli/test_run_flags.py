@@ -22,18 +22,25 @@ def _parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["run", *argv])
 
 
-def _run(monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[ServiceConfig, dict[str, Any]]:
+def _run(
+    monkeypatch: pytest.MonkeyPatch, *argv: str, environment: dict[str, str] | None = None
+) -> tuple[ServiceConfig, dict[str, Any]]:
     """Runs ``run`` with the runner replaced: the settings both processes would read, and the runner's
-    arguments."""
+    arguments. With ``environment``, those variables are set first and the command line is known, as
+    ``main`` passes it (``args.argv``)."""
     for name in vars(config).values():
         if isinstance(name, str) and name.isupper() and name.replace("_", "").isalpha():
             monkeypatch.delenv(config.PREFIX + name, raising=False)
+    for name, value in (environment or {}).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("KUBECONFIG", "/from/the/environment")
     called: dict[str, Any] = {}
     runner = argparse.Namespace(main=lambda **kwargs: called.update(kwargs) or 0)
     # run.py's own importlib only: the lazy imports of --config (jsonschema's resources) use the real one
     monkeypatch.setattr(run_cli, "importlib", argparse.Namespace(import_module=lambda name: runner))
     args = _parse(*argv)
+    if environment is not None:
+        args.argv = ["run", *argv]
     assert args.func(args) == 0
     return ServiceConfig.from_env(os.environ), called
 
@@ -210,3 +217,26 @@ def test_a_bad_config_file_is_one_line_naming_the_field(
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     assert err.startswith(f"kopf-scheduler run: {message}"), err
+
+
+def test_a_variable_stands_in_for_a_flag_not_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    environment = {
+        "KOPF_SCHEDULER_FEATURE_GATES": "NominatedNodeNameForExpectation=false",
+        "KOPF_SCHEDULER_BIND_CONCURRENCY": "8",
+        "KOPF_SCHEDULER_SHADOW": "true",
+    }
+    settings, _ = _run(monkeypatch, environment=environment)
+    assert (settings.feature_gates, settings.bind_concurrency, settings.shadow) == (
+        "NominatedNodeNameForExpectation=false",
+        8,
+        True,
+    )
+
+
+def test_a_flag_given_wins_over_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    environment = {"KOPF_SCHEDULER_BIND_CONCURRENCY": "8", "KOPF_SCHEDULER_LOGGING_FORMAT": "json"}
+    settings, _ = _run(
+        monkeypatch, "--bind-concurrency=16", "--logging-format", "text", environment=environment
+    )
+    assert settings.bind_concurrency == 16
+    assert config.logging_format_from_env(os.environ) == "text"
