@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from operator_harness import Operators, Scope
+from tunnel import splice
 
 from kopf_scheduler.devcluster.harness import ClusterHarness
 
@@ -109,18 +110,7 @@ class ConnectProxy:
             writer.close()
             return
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except ConnectionError:
-                pass
-            finally:
-                dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await splice((reader, writer), (up_reader, up_writer))
 
 
 def _socket_owner(local_port: int, remote_port: int) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tunnel import splice
 
 from kopf_scheduler.devcluster import pki
 from kopf_scheduler.k8s.connection import ConfigError, ConnectionInfo, load_connection, load_kubeconfig
@@ -199,18 +200,7 @@ class ConnectProxy:
             return
         host, _, port = target.rpartition(":")
         up_reader, up_writer = await asyncio.open_connection(host.strip("[]"), int(port))
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except ConnectionError:
-                pass
-            finally:
-                dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await splice((reader, writer), (up_reader, up_writer))
 
 
 async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
