@@ -1,5 +1,6 @@
-"""Dynamic Resource Allocation objects for SchedulingWithResourceClaimTemplate, as upstream scheduler_perf
-makes them (``dra/performance-config.yaml``, ``dra/templates/``, ``dra.go``).
+"""Dynamic Resource Allocation objects for SchedulingWithResourceClaimTemplate and ExtendedResource, as
+upstream scheduler_perf makes them (``dra/performance-config.yaml``, ``dra/extendedresource/``,
+``dra/templates/``, ``dra.go``).
 
 - ``createResourceDriver``: one ResourceSlice per node, named after it, of the driver
   ``test-driver.cdi.k8s.io``, ``nodeName`` the node, pool = the node (one slice), with
@@ -20,6 +21,14 @@ initial pod of this harness, each is created bound (node ``i % nodes``), using a
 ``instance-<i // nodes>`` of that node's pool, the node selector ``metadata.name`` of the node, the
 scheduler's finalizer ``resource.kubernetes.io/delete-protection``, and reserved for the pod. So the
 measured pods find as many devices taken as upstream's do (upstream's counts fill the cluster exactly).
+
+ExtendedResource (``dra/extendedresource``, ``Explicit_25classes``): the same slices, plus ``classes``
+DeviceClasses ``test-class-<k>`` (``templates/deviceclass-extended-resource.yaml``: the same selector and
+``extendedResourceName: example.com/gpu-<k>``); measured pod ``i`` asks for one ``example.com/gpu-<i mod
+classes>`` (``templates/pod-with-extended-resource.yaml``), a resource no node advertises, so the scheduler
+allocates a device for it and creates the pod's claim itself (no controller). The initial pods take their
+devices through claims allocated by the harness as above (upstream's initial pods ask for the extended
+resource too; the devices they leave taken are the same).
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ POD_CLAIM = "resource"
 DRA_NODE_LABEL = "node-with-dra"
 FINALIZER = "resource.kubernetes.io/delete-protection"
 RESOURCE = "/apis/resource.k8s.io/v1"
+#: ExtendedResource's resource names: ``example.com/gpu-<k>``, one per class ``test-class-<k>``
+EXTENDED_RESOURCE = "example.com/gpu"
 
 
 def init_claim_name(pod_name: str) -> str:
@@ -71,13 +82,21 @@ def resource_slice(node: str, devices: int) -> dict[str, Any]:
     }
 
 
-def device_class() -> dict[str, Any]:
+def device_class(name: str = DEVICE_CLASS, extended_resource: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}
+    if extended_resource is not None:
+        spec["extendedResourceName"] = extended_resource
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": DEVICE_CLASS},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        "metadata": {"name": name},
+        "spec": spec,
     }
+
+
+def extended_resource(index: int, classes: int) -> str:
+    """The resource measured pod ``index`` asks for (``{{.class}}-{{Mod .Index .classes}}``)."""
+    return f"{EXTENDED_RESOURCE}-{index % classes}"
 
 
 def claim_spec() -> dict[str, Any]:
@@ -115,16 +134,21 @@ def allocation(node: str, device: str, pod: str, pod_uid: str) -> dict[str, Any]
 
 
 class StructuredResources(Extras):
-    """The driver's slices, the class, the template, and the initial pods' allocated claims."""
+    """The driver's slices, the class, the template, and the initial pods' allocated claims; with
+    ``extended_classes``, also that many classes mapping ``example.com/gpu-<k>`` (ExtendedResource)."""
 
-    def __init__(self, devices_per_node: int) -> None:
+    def __init__(self, devices_per_node: int, extended_classes: int = 0) -> None:
         self.devices_per_node = devices_per_node
+        self.extended_classes = extended_classes
 
     async def before_pods(self, setup: Setup) -> None:
         loader = setup.loader
         if len(setup.init_pods) > len(setup.nodes) * self.devices_per_node:
             raise ValueError("more initial pods than devices")
         await loader.create(f"{RESOURCE}/deviceclasses", device_class())
+        for k in range(self.extended_classes):
+            resource = extended_resource(k, self.extended_classes)
+            await loader.create(f"{RESOURCE}/deviceclasses", device_class(f"{DEVICE_CLASS}-{k}", resource))
         await loader.each(
             setup.nodes,
             lambda node: loader.create(
@@ -175,8 +199,7 @@ class StructuredResources(Extras):
                 owners[device] = name
         for pod in pods:
             name, node = pod["metadata"]["name"], pod["spec"].get("nodeName")
-            statuses = (pod.get("status") or {}).get("resourceClaimStatuses") or []
-            claim_name = next((s.get("resourceClaimName") for s in statuses if s["name"] == POD_CLAIM), None)
+            claim_name = _pod_claim_name(pod)
             used = claims.get((ns, claim_name or ""))
             status = (used or {}).get("status") or {}
             results = (status.get("allocation") or {}).get("devices", {}).get("results", [])
@@ -188,3 +211,15 @@ class StructuredResources(Extras):
             elif pod["metadata"]["uid"] not in reserved:
                 problems.append(f"pod {name}: claim {claim_name} not reserved for it")
         return problems
+
+
+def _pod_claim_name(pod: dict[str, Any]) -> str | None:
+    """The claim the pod's devices are in: the one made from its template (``resourceClaimStatuses``), or
+    the one the scheduler made for its extended resource (``extendedResourceClaimStatus``)."""
+    status = pod.get("status") or {}
+    extended = status.get("extendedResourceClaimStatus")
+    if extended:
+        name = extended.get("resourceClaimName")
+        return name if isinstance(name, str) else None
+    statuses = status.get("resourceClaimStatuses") or []
+    return next((s.get("resourceClaimName") for s in statuses if s["name"] == POD_CLAIM), None)

@@ -15,8 +15,8 @@ shape allows it: with required anti-affinity per hostname at most 500 pods fit o
 preemptor needs a whole node, so those two measure 400 and 500 pods as upstream's 500-node variants
 do). ``full`` is the 5,000-node one upstream's CI runs (``performance`` label); PreemptionBasic's
 5,000-node variant is the one upstream keeps commented out (20,000 low-priority pods, 5,000 preemptors).
-SchedulingWithResourceClaimTemplate's largest upstream variant has 500 nodes (``5000pods_500nodes``, its
-``performance`` one); its small size is upstream's ``2000pods_200nodes``. SchedulingWaitForFirstConsumer
+SchedulingWithResourceClaimTemplate's and ExtendedResource's largest upstream variants have 500 nodes
+(``5000pods_500nodes``, their ``performance`` ones); their small size is upstream's ``2000pods_200nodes``. SchedulingWaitForFirstConsumer
 has no upstream counterpart: its volumes are made by a provisioner, so it is small at both sizes.
 """
 
@@ -267,6 +267,19 @@ def claim_ref_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     return _pod(name, namespace, scheduler, spec)
 
 
+#: ExtendedResource's DeviceClasses (upstream's ``Explicit_25classes`` variants)
+EXTENDED_RESOURCE_CLASSES = 25
+
+
+def extended_resource_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
+    """``dra/templates/pod-with-extended-resource.yaml``: one pause container asking for one
+    ``example.com/gpu-<index mod 25>`` (requests = limits), the index being the pod's number."""
+    index = int(name.rsplit("-", 1)[1])
+    amount = {dra.extended_resource(index, EXTENDED_RESOURCE_CLASSES): "1"}
+    container = {"name": "pause", "image": PAUSE_IMAGE, "resources": {"requests": amount, "limits": amount}}
+    return _pod(name, namespace, scheduler, {"containers": [container]})
+
+
 def gang_pod(name: str, namespace: str, scheduler: str) -> dict[str, Any]:
     """A member of gang ``pod-<i> // 8``: ``pod-default`` with 1500m CPU (two fit a node) and the
     PodGroup label (``bench.gangs``)."""
@@ -487,6 +500,19 @@ WORKLOADS: dict[str, Workload] = {
             extras=dra.StructuredResources(devices_per_node=10),
             controllers=("resourceclaim-controller",),
             notes="10 devices per node (maxClaimsPerNode); initial and measured pods fill every device",
+        ),
+        Workload(
+            "ExtendedResource",
+            {
+                "small": Shape(200, 1000, 1000, "ExtendedResource/Explicit_25classes_2000pods_200nodes"),
+                "full": Shape(500, 2500, 2500, "ExtendedResource/Explicit_25classes_5000pods_500nodes"),
+            },
+            init_pod=claim_ref_pod,
+            measured_pod=extended_resource_pod,
+            node_template={"metadata": {"labels": {dra.DRA_NODE_LABEL: "true"}}},
+            extras=dra.StructuredResources(devices_per_node=10, extended_classes=EXTENDED_RESOURCE_CLASSES),
+            notes="pods ask for example.com/gpu-<k> (25 classes map them to devices); the scheduler makes "
+            "each pod's claim; initial and measured pods fill every device",
         ),
         Workload(
             "SchedulingGangs",

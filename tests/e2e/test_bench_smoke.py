@@ -54,6 +54,7 @@ def test_small_scheduling_basic_binds_every_pod_for_all_three(tmp_path: Path) ->
 TINY = {
     "SchedulingCSIPVs": (5, 5, 10),
     "SchedulingWithResourceClaimTemplate": (2, 4, 10),
+    "ExtendedResource": (2, 4, 10),
     "SchedulingWaitForFirstConsumer": (5, 5, 10),
     "SchedulingRequiredPodAntiAffinityWithNSSelector": (10, 4, 6),
     "Unschedulable": (5, 1, 10),
