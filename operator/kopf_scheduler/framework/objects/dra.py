@@ -172,16 +172,24 @@ class DeviceClass:
     raw: Mapping[str, Any]
     selectors: tuple[str | None, ...]
     config: tuple[DeviceConfig, ...]
+    #: ``spec.extendedResourceName``: the extended resource pods may request to get devices of this
+    #: class (``DRAExtendedResource``); None when not set
+    extended_resource_name: str | None = None
+    #: ``metadata.creationTimestamp`` as written (RFC 3339: compares in time order); "" when absent
+    created: str = ""
 
 
 def parse_device_class(raw: Mapping[str, Any]) -> DeviceClass:
     _, name = object_key(raw, namespaced=False)
     spec = _map(raw.get("spec"), "spec")
+    extended = spec.get("extendedResourceName")
     return DeviceClass(
         name,
         raw,
         _selectors(spec.get("selectors"), "spec.selectors"),
         _configs(spec.get("config"), "spec.config"),
+        None if extended is None else _str(extended, "spec.extendedResourceName"),
+        _str(_map(raw.get("metadata"), "metadata").get("creationTimestamp"), "metadata.creationTimestamp"),
     )
 
 
