@@ -47,8 +47,13 @@ class Resource(enum.Enum):
     RESOURCE_CLAIM = "resource.k8s.io/ResourceClaim"
     RESOURCE_CLAIM_TEMPLATE = "resource.k8s.io/ResourceClaimTemplate"
     RESOURCE_SLICE = "resource.k8s.io/ResourceSlice"
+    #: kube-scheduler has no events of its own for it: a rule's change is a ResourceSlice update of each
+    #: slice whose devices' taints it changes
+    DEVICE_TAINT_RULE = "resource.k8s.io/DeviceTaintRule"
     #: scheduler-plugins' PodGroup (the GVK string its kube-scheduler names the informer's events by)
     POD_GROUP = "podgroups.v1alpha1.scheduling.x-k8s.io"
+    #: the Workload API's PodGroup (``scheduling.k8s.io/v1beta1``; upstream's ``fwk.PodGroup``)
+    WORKLOAD_POD_GROUP = "scheduling.k8s.io/PodGroup"
     WILDCARD = "*"
 
 
