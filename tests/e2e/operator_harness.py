@@ -34,7 +34,7 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -577,11 +577,13 @@ def fresh_cluster(
     *,
     controller_manager: bool = True,
     bin_dir: Path | None = None,
+    apiserver_args: Sequence[str] = (),
 ) -> Iterator[ClusterHarness]:
     """A control plane of the caller's own: etcd, kube-apiserver (the CRDs applied) and, unless
     ``controller_manager`` is false, kube-controller-manager, holding exactly ``nodes``, the
     ``namespaces`` and the ``objects`` (``(collection path, body)``, created in order); its binaries from
-    ``bin_dir`` when given (another kube-scheduler among them). Comparisons of two schedulers run each on
+    ``bin_dir`` when given (another kube-scheduler among them); ``apiserver_args`` added to kube-apiserver's
+    flags (an API it does not serve by default). Comparisons of two schedulers run each on
     such a cluster, identical and fresh, one after the other (``side_by_side``); everything is stopped on
     exit, also when the session ends without it."""
     cluster = DevCluster(
@@ -590,6 +592,7 @@ def fresh_cluster(
         crds_dir=default_crds_dir(),
         die_with_parent=True,
         with_controller_manager=controller_manager,
+        apiserver_args=apiserver_args,
     )
     atexit.register(cluster.down)
     try:

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +115,7 @@ class DevCluster:
         die_with_parent: bool = False,
         with_controller_manager: bool = False,
         audit: bool = True,
+        apiserver_args: Sequence[str] = (),
     ) -> None:
         self.state_dir = Path(state_dir) if state_dir is not None else default_state_dir()
         self._bin_dir = bin_dir
@@ -126,6 +127,8 @@ class DevCluster:
         self.with_controller_manager = with_controller_manager
         # kube-apiserver writes every write request (not reads) to `audit_log` (see `devcluster.audit`).
         self.audit = audit
+        # laid after kube-apiserver's own flags (``--runtime-config``, ``--feature-gates``, ...)
+        self.apiserver_args = list(apiserver_args)
         self.user_tokens: dict[str, str] = {}
         self.components: dict[str, Component] = {}
         self.urls: dict[str, str] = {}
@@ -395,6 +398,7 @@ class DevCluster:
             "--allow-privileged=true",
             "--v=1",
             *self._audit_args(),
+            *self.apiserver_args,
         ]
         self._start(APISERVER, argv, server)
         self._wait_ready(APISERVER, f"{server}/readyz", verify=True)
