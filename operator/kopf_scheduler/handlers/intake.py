@@ -30,8 +30,9 @@ from kopf_scheduler.service.gc_freeze import FreezeAfterListing
 from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame
 
 
-def registry_for(fd: int) -> kopf.OperatorRegistry:
-    """Kopf's handlers of the intake process, writing to the pipe ``fd``."""
+def registry_for(fd: int, left_out: frozenset[str] = frozenset()) -> kopf.OperatorRegistry:
+    """Kopf's handlers of the intake process, writing to the pipe ``fd``; none for the channels
+    ``left_out`` (kinds whose feature gate is off)."""
     registry = new_registry()
     pipe = FrameWriter()
     # Kopf keeps a record of every listed object: freezing them once listed keeps the collector's full
@@ -48,6 +49,8 @@ def registry_for(fd: int) -> kopf.OperatorRegistry:
         await freezer.stop()
 
     for watch in WATCHES:
+        if watch.channel in left_out:
+            continue
         handler = kopf.on.event(
             watch.group, watch.version, watch.plural, id=f"{watch.plural}_intake", registry=registry
         )
@@ -82,14 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _die_with(args.parent)
     os.write(args.fd, frame(READY, None, {}))
-    if not sys.stdin.buffer.readline():  # "go": the scheduling process has loaded its lists
+    go = sys.stdin.buffer.readline().split()  # "go" and the channels not to watch: the lists are loaded
+    if not go:
         return 0
     logs.configure(args.verbose)
     # uvloop, as Kopf's own CLI runs when it is installed: libuv's sockets, TLS and pipe cost less CPU
     # per watch event than asyncio's. (The scheduling process stays on asyncio: between two cycles it
     # lets the intake run until asyncio's run queue is empty, which uvloop does not show.)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        kopf.run(loop=runner.get_loop(), registry=registry_for(args.fd), clusterwide=True, standalone=True)
+        registry = registry_for(args.fd, frozenset(c.decode() for c in go[1:]))
+        kopf.run(loop=runner.get_loop(), registry=registry, clusterwide=True, standalone=True)
     return 0
 
 

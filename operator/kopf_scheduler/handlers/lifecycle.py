@@ -112,7 +112,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 
     async def watch() -> None:
         await starting
-        link.go()
+        link.go(service.scheduler.objects.kinds)
 
     try:
         await service.start(watch)

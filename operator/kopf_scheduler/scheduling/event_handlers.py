@@ -23,9 +23,15 @@ from kopf_scheduler.backend.objects.members import GroupMembersIndex
 from kopf_scheduler.backend.queue import SchedulingQueue
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.disruption_budgets import BudgetParseError, DisruptionBudget, DisruptionBudgets
-from kopf_scheduler.framework.events import OBJECT_EVENTS, Action
+from kopf_scheduler.framework.events import OBJECT_EVENTS, Action, Resource
 from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
-from kopf_scheduler.framework.objects import ObjectKind, ObjectParseError
+from kopf_scheduler.framework.objects import (
+    DEVICE_TAINT_RULES,
+    RESOURCE_SLICES,
+    DeviceTaintRule,
+    ObjectKind,
+    ObjectParseError,
+)
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.slim import slim
@@ -263,8 +269,27 @@ class EventHandlers:
             return
         action = Action.ADD if old is None else Action.UPDATE
         self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, action], old, new)
+        if kind is DEVICE_TAINT_RULES:
+            self._taint_rule_changed(old, new)
 
     def delete_object(self, kind: ObjectKind[Any], namespace: str, name: str) -> None:
         old = self.objects.store(kind).delete(namespace, name)
         if old is not None:
             self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, Action.DELETE], old, None)
+            if kind is DEVICE_TAINT_RULES:
+                self._taint_rule_changed(old, None)
+
+    def _taint_rule_changed(self, old: DeviceTaintRule | None, new: DeviceTaintRule | None) -> None:
+        """A DeviceTaintRule's change is, as upstream's ResourceSlice tracker sends it, an update of each
+        slice with a device whose taints it changes."""
+        if old is not None and new is not None and old.same_effect(new):
+            return
+        rules = [rule for rule in (old, new) if rule is not None]
+        event = OBJECT_EVENTS[Resource.RESOURCE_SLICE, Action.UPDATE]
+        for slice_ in self.objects.store(RESOURCE_SLICES).list():
+            if any(
+                rule.matches(slice_.driver, slice_.pool, device.name)
+                for rule in rules
+                for device in slice_.devices
+            ):
+                self.queue.move_all_to_active_or_backoff(event, slice_, slice_)

@@ -26,7 +26,7 @@ import os
 import pickle
 import struct
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -191,10 +191,12 @@ class IntakeLink:
         log.info("watch intake: process %d", self._process.pid)
         await asyncio.shield(ready)
 
-    def go(self) -> None:
-        """Lets the intake process watch (once the service has loaded its initial lists)."""
+    def go(self, fed: Collection[ObjectKind[Any]] = WATCHED_KINDS) -> None:
+        """Lets the intake process watch (once the service has loaded its initial lists); of
+        ``WATCHED_KINDS``, only the ``fed`` ones (a kind whose feature gate is off is not watched)."""
         if self._process is not None and self._process.stdin is not None and self._process.returncode is None:
-            self._process.stdin.write(b"go\n")
+            left_out = [channel(kind) for kind in WATCHED_KINDS if kind not in fed]
+            self._process.stdin.write(" ".join(["go", *left_out]).encode() + b"\n")
 
     async def _wait(self) -> None:
         assert self._process is not None

@@ -23,7 +23,13 @@ from kopf_scheduler.api.feature_gates import FeatureGateError
 from kopf_scheduler.api.schema import GROUP, KIND, PLURAL, VERSION
 from kopf_scheduler.framework import pod_requests
 from kopf_scheduler.framework.client import APIError
-from kopf_scheduler.framework.objects import POD_GROUPS, ObjectKind, ObjectParseError, object_key
+from kopf_scheduler.framework.objects import (
+    POD_GROUPS,
+    ObjectKind,
+    ObjectParseError,
+    object_key,
+    watched_kinds,
+)
 from kopf_scheduler.k8s import KubeClient, LeaderElector, LeadershipLost, RestClient, load_connection
 from kopf_scheduler.k8s.leader_thread import LeaderThread
 from kopf_scheduler.plugins.defaults import default_plugins
@@ -141,6 +147,8 @@ class SchedulerService:
         except FeatureGateError as e:
             self.supervisor.fail(str(e))
             return
+        # kinds behind a gate that is off are neither listed nor watched (DeviceTaintRules)
+        self.scheduler.objects.feed_only(watched_kinds(self.scheduler.feature_gates.enabled))
         # kube-scheduler's default plugin set depends on the gates (NodeDeclaredFeatures joins with its own)
         self.scheduler.defaults = default_plugins(self.scheduler.feature_gates)
         # pods' requests with status (InPlacePodLevelResourcesVerticalScaling), read from here on
@@ -359,7 +367,10 @@ class SchedulerService:
         self.client.pod_deleted(uid)
 
     def object_event(self, kind: ObjectKind[Any], event: str | None, obj: Mapping[str, Any]) -> None:
-        """A watch event of one of the other kinds the scheduler reads (``framework.objects``)."""
+        """A watch event of one of the other kinds the scheduler reads (``framework.objects``); one of a
+        kind not fed (its gate off: only ``kopf run -m kopf_scheduler.handlers`` watches it) is ignored."""
+        if kind not in self.scheduler.objects.kinds:
+            return
         try:
             key = object_key(obj, kind.namespaced)
         except ObjectParseError as e:

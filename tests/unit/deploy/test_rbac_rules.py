@@ -31,6 +31,7 @@ EXPECTED_VERBS: dict[tuple[str, str], frozenset[str]] = {
     ("resource.k8s.io", "deviceclasses"): READ,
     ("resource.k8s.io", "resourceslices"): READ,
     ("resource.k8s.io", "resourceclaimtemplates"): READ,
+    ("resource.k8s.io", "devicetaintrules"): READ,
     # DynamicResources' pre-bind: the finalizer of a claim it allocates (a GET after a conflict)
     ("resource.k8s.io", "resourceclaims"): READ | {"get", "update"},
     # Coscheduling reads PodGroups; their status goes through podgroups/status (patch), another resource

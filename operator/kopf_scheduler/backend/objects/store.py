@@ -85,11 +85,19 @@ class ClusterObjects:
     """A store for each kind the scheduler reads; the ``ClusterListers`` plugins get from the handle."""
 
     def __init__(self, kinds: Iterable[ObjectKind[Any]]) -> None:
-        self._stores: dict[ObjectKind[Any], ObjectStore[Any]] = {kind: ObjectStore(kind) for kind in kinds}
+        self._kinds = tuple(kinds)
+        self._stores: dict[ObjectKind[Any], ObjectStore[Any]] = {k: ObjectStore(k) for k in self._kinds}
 
     @property
     def kinds(self) -> tuple[ObjectKind[Any], ...]:
-        return tuple(self._stores)
+        """The kinds fed here: listed at start, watched and resynced."""
+        return self._kinds
+
+    def feed_only(self, kinds: Iterable[ObjectKind[Any]]) -> None:
+        """Of the kinds fed here, only those in ``kinds`` are from now on (a kind whose feature gate is
+        off); the others' stores stay, empty."""
+        keep = set(kinds)
+        self._kinds = tuple(kind for kind in self._kinds if kind in keep)
 
     def store(self, kind: ObjectKind[T]) -> ObjectStore[T]:
         store = self._stores.get(kind)

@@ -4,9 +4,11 @@
 loads from files.
 """
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kopf_scheduler.framework.objects.attachments import VOLUME_ATTACHMENTS, VolumeAttachment
+from kopf_scheduler.framework.objects.device_taints import DEVICE_TAINT_RULES, DeviceTaintRule
 from kopf_scheduler.framework.objects.dra import (
     DEVICE_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
@@ -62,14 +64,26 @@ WATCHED_KINDS: tuple[ObjectKind[Any], ...] = (
     RESOURCE_CLAIMS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_SLICES,
+    DEVICE_TAINT_RULES,
     POD_GROUPS,
 )
+
+#: kinds watched only while their feature gate is on (kube-scheduler starts their informers only then)
+GATED_KINDS: Mapping[ObjectKind[Any], str] = {DEVICE_TAINT_RULES: "DRADeviceTaintRules"}
+
+
+def watched_kinds(enabled: Callable[[str], bool]) -> tuple[ObjectKind[Any], ...]:
+    """``WATCHED_KINDS`` less those whose gate (``GATED_KINDS``) is off; ``enabled``: a gate's value."""
+    return tuple(kind for kind in WATCHED_KINDS if kind not in GATED_KINDS or enabled(GATED_KINDS[kind]))
+
 
 __all__ = [
     "CSI_DRIVERS",
     "CSI_NODES",
     "CSI_STORAGE_CAPACITIES",
     "DEVICE_CLASSES",
+    "DEVICE_TAINT_RULES",
+    "GATED_KINDS",
     "NAMESPACES",
     "PERSISTENT_VOLUMES",
     "PERSISTENT_VOLUME_CLAIMS",
@@ -89,6 +103,7 @@ __all__ = [
     "CSIStorageCapacity",
     "ClusterListers",
     "DeviceClass",
+    "DeviceTaintRule",
     "Namespace",
     "NoObjects",
     "ObjectKind",
@@ -106,4 +121,5 @@ __all__ = [
     "StorageClass",
     "VolumeAttachment",
     "object_key",
+    "watched_kinds",
 ]

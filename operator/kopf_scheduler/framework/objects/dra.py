@@ -5,17 +5,19 @@ Each value keeps the API object (``raw``: a claim's status is written back from 
 allocator works on, parsed once. Missing optional fields take the API server's defaults
 (``allocationMode: ExactCount``, ``count: 1``). A selector that is not a CEL expression is kept as
 ``None`` (the allocator refuses it with upstream's message); fields of features that are off in v1.34
-(consumable capacity, device taints, partitionable devices, binding conditions) are recorded only as far
-as the allocator needs to refuse or skip what uses them. A field of the wrong type is refused with its
-path.
+(consumable capacity, partitionable devices, binding conditions) are recorded only as far as the
+allocator needs to refuse or skip what uses them; a request's device tolerations are parsed whole. A
+field of the wrong type is refused with its path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
+from kopf_scheduler.api.quantity import QuantityError, parse_quantity
 from kopf_scheduler.framework.events import Resource
 from kopf_scheduler.framework.objects.kind import ObjectKind, ObjectParseError, object_key
 from kopf_scheduler.framework.selectors import NodeSelector, node_selector_type_error
@@ -66,6 +68,61 @@ def _strings(value: Any, path: str) -> tuple[str, ...]:
     return tuple(_str(v, f"{path}[{i}]") for i, v in enumerate(_list(value, path)))
 
 
+# -- tolerations (DRADeviceTaints) ------------------------------------------------------------------------
+#: the device taint effects that keep a device from a claim that does not tolerate them; any other
+#: (``None``, or one added later) is informational
+NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "NoExecute"
+BLOCKING_EFFECTS = frozenset({NO_SCHEDULE, NO_EXECUTE})
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """A request's ``tolerations`` entry (``resourceapi.DeviceToleration``); ``operator`` defaults to
+    ``Equal`` as the API server defaults it."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    #: "" tolerates every effect
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+    def as_api(self) -> dict[str, Any]:
+        """The toleration as the API writes it (an allocation result carries its request's)."""
+        out: dict[str, Any] = {}
+        if self.key:
+            out["key"] = self.key
+        out["operator"] = self.operator
+        if self.value:
+            out["value"] = self.value
+        if self.effect:
+            out["effect"] = self.effect
+        if self.toleration_seconds is not None:
+            out["tolerationSeconds"] = self.toleration_seconds
+        return out
+
+
+def _tolerations(value: Any, path: str) -> tuple[DeviceToleration, ...]:
+    out = []
+    for i, item in enumerate(_list(value, path)):
+        at = f"{path}[{i}]"
+        item = _map(item, at)
+        operator = _str(item.get("operator"), f"{at}.operator") or "Equal"
+        if operator not in ("Equal", "Exists"):
+            raise ObjectParseError(f"{at}.operator: must be Equal or Exists, not {operator!r}")
+        seconds = item.get("tolerationSeconds")
+        out.append(
+            DeviceToleration(
+                key=_str(item.get("key"), f"{at}.key"),
+                operator=operator,
+                value=_str(item.get("value"), f"{at}.value"),
+                effect=_str(item.get("effect"), f"{at}.effect"),
+                toleration_seconds=None if seconds is None else _int(seconds, f"{at}.tolerationSeconds", 0),
+            )
+        )
+    return tuple(out)
+
+
 # -- requests, constraints, config ----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
@@ -79,9 +136,13 @@ class RequestSpec:
     count: int
     #: ``adminAccess`` as set (None: not set); subrequests have none
     admin_access: bool | None = None
-    has_tolerations: bool = False
-    #: ``capacity.requests`` is set (consumable capacity, off in v1.34)
+    #: ``tolerations``: the device taints the request tolerates (``DRADeviceTaints``)
+    tolerations: tuple[DeviceToleration, ...] = ()
+    #: ``capacity.requests`` is set (consumable capacity)
     has_capacity: bool = False
+    #: ``capacity.requests``: (capacity, the amount asked for, its text) each (consumable capacity);
+    #: None when not set
+    capacity_requests: tuple[tuple[str, Fraction, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +189,23 @@ def _request_spec(raw: Mapping[str, Any], path: str, name: str, subrequest: bool
         allocation_mode=mode,
         count=_int(raw.get("count"), f"{path}.count", 1 if mode == EXACT_COUNT else 0),
         admin_access=None if subrequest else admin,
-        has_tolerations=bool(_list(raw.get("tolerations"), f"{path}.tolerations")),
+        tolerations=_tolerations(raw.get("tolerations"), f"{path}.tolerations"),
         has_capacity=capacity.get("requests") is not None,
+        capacity_requests=_capacity_requests(capacity.get("requests"), f"{path}.capacity.requests"),
     )
+
+
+def _capacity_requests(value: Any, path: str) -> tuple[tuple[str, Fraction, str], ...] | None:
+    if value is None:
+        return None
+    out = []
+    for name, quantity in _map(value, path).items():
+        text = quantity if isinstance(quantity, (str, int, float)) else ""
+        try:
+            out.append((str(name), parse_quantity(text), str(quantity)))
+        except QuantityError:
+            raise ObjectParseError(f"{path}[{name}]: invalid quantity {quantity!r}") from None
+    return tuple(out)
 
 
 def _device_request(raw: Any, path: str) -> DeviceRequest:
@@ -142,7 +217,8 @@ def _device_request(raw: Any, path: str) -> DeviceRequest:
         sub_path = f"{path}.firstAvailable[{i}]"
         sub = _map(sub, sub_path)
         subs.append(_request_spec(sub, sub_path, _str(sub.get("name"), f"{sub_path}.name"), True))
-    spec = None if exactly is None else _request_spec(_map(exactly, f"{path}.exactly"), path, name, False)
+    exact_path = f"{path}.exactly"
+    spec = None if exactly is None else _request_spec(_map(exactly, exact_path), exact_path, name, False)
     return DeviceRequest(name, spec, tuple(subs))
 
 
@@ -211,6 +287,10 @@ class AllocatedDevice:
     pool: str
     device: str
     admin_access: bool
+    #: ``shareID``: one share of a device that allows multiple allocations (consumable capacity)
+    share_id: str | None = None
+    #: ``consumedCapacity``: (capacity, amount) each, of that share
+    consumed: tuple[tuple[str, Fraction], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -255,9 +335,18 @@ def _allocated(allocation: Mapping[str, Any]) -> tuple[AllocatedDevice, ...]:
                 pool=_str(result.get("pool"), f"{path}[{i}].pool"),
                 device=_str(result.get("device"), f"{path}[{i}].device"),
                 admin_access=result.get("adminAccess") is True,
+                share_id=None
+                if result.get("shareID") is None
+                else _str(result["shareID"], f"{path}[{i}].shareID"),
+                consumed=_consumed(result.get("consumedCapacity"), f"{path}[{i}].consumedCapacity"),
             )
         )
     return tuple(out)
+
+
+def _consumed(value: Any, path: str) -> tuple[tuple[str, Fraction], ...] | None:
+    found = _capacity_requests(value, path)
+    return None if found is None else tuple((name, amount) for name, amount, _ in found)
 
 
 def _node_selector(value: Any, path: str) -> NodeSelector:
