@@ -322,6 +322,18 @@ class FakeAPI:
         data = response.json()
         return data if isinstance(data, dict) else {}
 
+    async def create_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        response = await self.request("POST", path, dict(obj))
+        if response.status not in (200, 201):
+            raise APIError(response.status, response.message())
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    async def delete_object(self, path: str) -> None:
+        response = await self.request("DELETE", path)
+        if response.status not in (200, 202):
+            raise APIError(response.status, response.message())
+
     # -- what was asked ------------------------------------------------------------------------------
 
     def sent(self, method: str | None = None, path: str | None = None) -> list[Request]:

@@ -98,3 +98,12 @@ class ClusterClient(Protocol):
         """Strategic-merge PATCH of the object (or subresource) at ``path``; returns the object stored.
         Raises ``APIError``. DynamicResources removes a pod's entry from a claim's ``reservedFor`` with
         it, without needing the latest claim."""
+
+    async def create_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``obj`` to the collection at ``path`` and return the object the API server stored (its
+        name generated from ``metadata.generateName`` when it has none). Raises ``APIError``.
+        DynamicResources creates the ResourceClaim of a pod's extended resources with it."""
+
+    async def delete_object(self, path: str) -> None:
+        """DELETE the object at ``path``. Raises ``APIError`` (404 when it is gone already).
+        DynamicResources deletes the claim of extended resources whose binding failed with it."""

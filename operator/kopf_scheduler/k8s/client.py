@@ -216,6 +216,20 @@ class KubeClient:
         data = response.json()
         return data if isinstance(data, dict) else {}
 
+    async def create_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        self._loop = asyncio.get_running_loop()
+        response = await self.writes.request("POST", path, obj)
+        if response.status not in (200, 201):
+            raise APIError(response.status, response.message())
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    async def delete_object(self, path: str) -> None:
+        self._loop = asyncio.get_running_loop()
+        response = await self.writes.request("DELETE", path)
+        if response.status not in (200, 202):
+            raise APIError(response.status, response.message())
+
     def supervise(self, watch: Callable[[asyncio.Task[None]], object]) -> None:
         """Hand every background task of the event and status writers to ``watch`` as it starts."""
         self.events.pool.watch = watch

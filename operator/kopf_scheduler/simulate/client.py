@@ -65,7 +65,29 @@ class SimulatedCluster:
             raise
 
     async def patch_object(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        if path.startswith("/api/v1/namespaces/") and path.endswith("/status"):
+            return self._patch_pod_status(path, patch)
         return self.claims.patch(path, patch)
+
+    async def create_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        return self.claims.create(path, obj)
+
+    async def delete_object(self, path: str) -> None:
+        self.claims.delete(path)
+
+    def _patch_pod_status(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """A merge of top-level ``status`` fields into the pod (``extendedResourceClaimStatus``), echoed
+        to the scheduler as its watch would."""
+        parts = path.strip("/").split("/")  # api/v1/namespaces/<ns>/pods/<name>/status
+        for uid, old in self.pods.items():
+            meta = old.get("metadata") or {}
+            if (meta.get("namespace") or "default", meta.get("name")) == (parts[3], parts[5]):
+                new = dict(old, status={**(old.get("status") or {}), **(patch.get("status") or {})})
+                self.pods[uid] = new
+                if self.on_update is not None:
+                    self.on_update(old, new, None)
+                return copy.deepcopy(new)
+        raise APIError(404, f'pods "{parts[5]}" not found')
 
     async def bind(self, pod: PodInfo, node_name: str) -> None:
         old = self.pods.get(pod.uid)

@@ -6,6 +6,9 @@ tell which devices each claim gets.
   an unknown claim, 409 when ``metadata.resourceVersion`` is not the stored one (the API server's
   messages), else stored with a new resourceVersion and echoed to the scheduler. ``get`` and ``patch``
   (a strategic merge deleting ``reservedFor`` entries by uid) likewise.
+- ``create`` (a POST of a claim with ``metadata.generateName``: the name completed with five characters
+  derived from the claim's owner, where the API server picks them at random) and ``delete`` serve the
+  claims the scheduler makes for pods' extended resources backed by DRA.
 - ``claims_for_pod`` is the resource-claim controller: for each ``resourceClaimTemplateName`` of a pod it
   makes the claim from the template, owned by the pod and named ``<pod>-<claim>-<5 characters>`` (the
   characters derived from the pod's uid, where the API server picks them at random), and records it in
@@ -36,6 +39,8 @@ _KEEP = (RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
 class SimulatedClaims:
     #: the scheduler's watch of the other kinds: called with every claim written
     on_object: Callable[[ObjectKind[Any], Mapping[str, Any]], None] | None = None
+    #: likewise, with (kind, namespace, name) of every claim deleted
+    on_deleted: Callable[[ObjectKind[Any], str, str], None] | None = None
     _objects: dict[ObjectKind[Any], dict[tuple[str, str], dict[str, Any]]] = field(
         default_factory=lambda: {kind: {} for kind in _KEEP}
     )
@@ -82,6 +87,33 @@ class SimulatedClaims:
         else:
             stored = dict(copy.deepcopy(dict(obj)), status=copy.deepcopy(current.get("status") or {}))
         return self._store(stored)
+
+    def create(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        parts = path.strip("/").split("/")
+        if len(parts) != 6 or parts[:2] != ["apis", "resource.k8s.io"] or parts[5] != "resourceclaims":
+            raise APIError(404, f"the server could not find the requested resource ({path})")
+        stored = copy.deepcopy(dict(obj))
+        meta = stored.setdefault("metadata", {})
+        meta["namespace"] = parts[4]
+        if not meta.get("name"):
+            owner: Mapping[str, Any] = next(iter(meta.get("ownerReferences") or ()), {})
+            base = str(meta.get("generateName") or "")
+            digest = hashlib.sha256(f"{owner.get('uid')}/{base}".encode()).digest()
+            # the API server's names.SimpleNameGenerator: the base cut to 58 characters, and five more
+            meta["name"] = base[:58] + "".join(
+                _SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5]
+            )
+        if (parts[4], meta["name"]) in self._objects[RESOURCE_CLAIMS]:
+            raise APIError(409, f'resourceclaims.resource.k8s.io "{meta["name"]}" already exists')
+        meta["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, f"resourceclaims/{parts[4]}/{meta['name']}"))
+        return self._store(stored)
+
+    def delete(self, path: str) -> None:
+        key, _ = self._locate(path)
+        if self._objects[RESOURCE_CLAIMS].pop(key, None) is None:
+            raise APIError(404, f'resourceclaims.resource.k8s.io "{key[1]}" not found')
+        if self.on_deleted is not None:
+            self.on_deleted(RESOURCE_CLAIMS, *key)
 
     def patch(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         current = self.get(path)
@@ -155,6 +187,15 @@ def _generated_name(pod: str, claim: str, uid: str) -> str:
     return base + "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
 
 
+def _devices(claim: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
+    return [
+        {k: result[k] for k in ("request", "driver", "pool", "device") if k in result}
+        | ({"adminAccess": True} if result.get("adminAccess") else {})
+        for result in (allocation.get("devices") or {}).get("results") or ()
+    ]
+
+
 def claim_entries(claims: SimulatedClaims, pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per ``spec.resourceClaims`` entry of the pod: the claim it uses and the devices allocated to it
     after the run (``[]`` while unallocated; claim None when it was never made)."""
@@ -168,11 +209,29 @@ def claim_entries(claims: SimulatedClaims, pod: Mapping[str, Any]) -> list[dict[
     for pod_claim in (pod.get("spec") or {}).get("resourceClaims") or ():
         name = pod_claim.get("resourceClaimName") or statuses.get(pod_claim.get("name"))
         claim = claims.claim(namespace, name) if name else None
-        allocation = ((claim or {}).get("status") or {}).get("allocation") or {}
-        devices = [
-            {k: result[k] for k in ("request", "driver", "pool", "device") if k in result}
-            | ({"adminAccess": True} if result.get("adminAccess") else {})
-            for result in (allocation.get("devices") or {}).get("results") or ()
-        ]
+        devices = _devices(claim)
         found.append({"name": pod_claim.get("name"), "claim": name, "devices": devices})
+    extended = extended_claim(claims, pod)
+    if extended is not None:
+        found.append(
+            {"name": EXTENDED_RESOURCES, "claim": extended["metadata"]["name"], "devices": _devices(extended)}
+        )
     return found
+
+
+#: what the output calls the claim of a pod's extended resources backed by DRA
+EXTENDED_RESOURCES = "<extended-resources>"
+_EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+
+def extended_claim(claims: SimulatedClaims, pod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The claim the scheduler made for the pod's extended resources backed by DRA, if any."""
+    meta = pod["metadata"]
+    namespace = meta.get("namespace") or "default"
+    for (ns, _), claim in claims._objects[RESOURCE_CLAIMS].items():
+        claim_meta = claim.get("metadata") or {}
+        if ns != namespace or (claim_meta.get("annotations") or {}).get(_EXTENDED_ANNOTATION) != "true":
+            continue
+        if any(ref.get("uid") == meta.get("uid") for ref in claim_meta.get("ownerReferences") or ()):
+            return claim
+    return None

@@ -11,7 +11,8 @@ claims carries ``"volumes": [{"name", "claim", "persistentVolume", "binding"}]``
 bound to after the run, and ``"binding"`` ``bound`` (before the run), ``static`` (to an existing volume)
 or ``provisioned`` (made for it on the pod's node). A pod with ResourceClaims carries
 ``"resourceClaims": [{"name", "claim", "devices": [{"request", "driver", "pool", "device"}]}]``: the claim
-each entry uses and the devices allocated to it after the run. A pod of a gang
+each entry uses and the devices allocated to it after the run; the claim the scheduler made for the pod's
+extended resources backed by DRA comes last, named ``<extended-resources>``. A pod of a gang
 (``scheduling.x-k8s.io/pod-group``) carries ``"podGroup"``, and the document ``"gangs": [{"namespace",
 "name", "minMember", "pods", "placed", "scheduled", "message"}]`` (``simulate.gangs``), present when the
 input has gangs.

@@ -112,6 +112,7 @@ async def simulate(
         sched.add_pdb(pdb)
     sim.volumes.on_object = sched.update_object
     sim.claims.on_object = sched.update_object
+    sim.claims.on_deleted = sched.delete_object
     for kind, obj in cluster.objects:
         sched.update_object(kind, sim.claims.load(kind, sim.volumes.load(kind, obj)))
     for pod in cluster.pending_pods:  # the ephemeral volume controller's claims
