@@ -30,12 +30,12 @@ How the real run is made comparable:
   server's default phase ``Pending`` stays, which the plugins treat as simulate's empty phase (neither
   Available nor Lost). A CSINode is named after its node (validation asks only for a valid node name, no
   owner); a VolumeAttachment needs ``attacher``, ``nodeName`` and ``source.persistentVolumeName``.
-* DeviceClasses, ResourceSlices and ResourceClaims (``resource.k8s.io/v1``, served by default in v1.34)
-  are created in that order after the storage objects, before the bound pods. A claim's status from the
-  file (the allocation of a claim that bound pods hold) is written through its status subresource once
-  the bound pods exist: its ``reservedFor`` entries must name bound pods, and get their real uids. No
-  resource-claim controller runs here to make claims from templates (and record them in the pod's
-  status), so pods name existing claims (``resourceClaimName``), and a scenario with a
+* DeviceClasses, ResourceSlices, DeviceTaintRules and ResourceClaims (``resource.k8s.io/v1``, served by
+  default in v1.37) are created in that order after the storage objects, before the bound pods. A
+  claim's status from the file (the allocation of a claim that bound pods hold) is written through its
+  status subresource once the bound pods exist: its ``reservedFor`` entries must name bound pods, and
+  get their real uids. No resource-claim controller runs here to make claims from templates (and record
+  them in the pod's status), so pods name existing claims (``resourceClaimName``), and a scenario with a
   ResourceClaimTemplate fails; a pod whose template never made a claim is held all the same, which a
   ``resourceClaimTemplateName`` without a template shows. kube-scheduler's PreBind writes the allocation
   and the reservation of a claim it allocates (and gives the claim the
@@ -84,9 +84,10 @@ How the real run is made comparable:
   its message: one node without free storage and one failing the anti-affinity, which needs its class,
   the class's driver and a capacity on ``b``. Each such signal proves the lister exactly as a placement
   does. The DRA kinds need one probe pod (``dra_probes``): its ResourceClaim asks for a device of a probe
-  DeviceClass whose driver has one device, in a ResourceSlice on ``b``; the pod lands there once all
-  three are known (without the claim DynamicResources holds it at PreEnqueue, without the class its
-  PreFilter rejects it, without the slice no node has a device). The claim informer also feeds
+  DeviceClass whose driver has one device on each probe node, ``a``'s tainted by a probe DeviceTaintRule;
+  the pod lands on ``b`` once all four are known (without the claim DynamicResources holds it at
+  PreEnqueue, without the class its PreFilter rejects it, without ``b``'s slice no device is there, without
+  the rule the lighter ``a`` takes it). The claim informer also feeds
   kube-scheduler's record of allocated devices, so the probe claim coming after the scenario's claim
   statuses proves those too. A probe pod that gets another outcome is deleted and a new one tried; the
   probe nodes, pods and objects are deleted afterwards, and the barrier that follows proves
@@ -182,6 +183,7 @@ from kopf_scheduler.framework.objects import (
     CSI_NODES,
     CSI_STORAGE_CAPACITIES,
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     REPLICA_SETS,
@@ -229,7 +231,9 @@ STORAGE_KINDS = {
 }
 #: the kinds DynamicResources reads, in the order they are created (and deleted in reverse); no
 #: ResourceClaimTemplates: no resource-claim controller runs here to make claims from them
-DRA_KINDS = {kind.kind: kind for kind in (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS)}
+DRA_KINDS = {
+    kind.kind: kind for kind in (DEVICE_CLASSES, RESOURCE_SLICES, DEVICE_TAINT_RULES, RESOURCE_CLAIMS)
+}
 #: kinds with a status subresource: the API server drops ``status`` on create
 STATUS_KINDS = {"PersistentVolume", "PersistentVolumeClaim", "VolumeAttachment", "ResourceClaim"}
 #: the StorageObjectInUseProtection admission plugin gives volumes and claims ``kubernetes.io/pv-protection``
@@ -339,7 +343,8 @@ class Prepared:
     #: StorageClasses, CSIDrivers, CSINodes, PVs, PVCs, CSIStorageCapacities, VolumeAttachments, in that
     #: order (file order within a kind)
     storage: list[dict[str, Any]] = field(default_factory=list)
-    #: DeviceClasses, ResourceSlices, ResourceClaims, in that order (file order within a kind)
+    #: DeviceClasses, ResourceSlices, DeviceTaintRules, ResourceClaims, in that order (file order within a
+    #: kind)
     dra: list[dict[str, Any]] = field(default_factory=list)
     #: the scenario's SchedulingProfile spec, if any
     profile: dict[str, Any] | None = None
@@ -542,13 +547,14 @@ def rename_storage_nodes(obj: dict[str, Any], names: dict[str, str]) -> None:
 
 def rename_dra_nodes(obj: dict[str, Any], names: dict[str, str]) -> None:
     """Every reference a DRA object makes to a node by name: a ResourceSlice's ``nodeName`` and the
-    hostname and ``metadata.name`` terms of its node selector, and those of the node selector of a
-    claim's allocation."""
+    hostname and ``metadata.name`` terms of its node selector (and those of each of its devices, with
+    ``perDeviceNodeSelection``), and those of the node selector of a claim's allocation."""
     spec = obj.get("spec") or {}
     if obj["kind"] == "ResourceSlice":
-        if spec.get("nodeName") in names:
-            spec["nodeName"] = names[spec["nodeName"]]
-        rename_terms((spec.get("nodeSelector") or {}).get("nodeSelectorTerms") or [], names)
+        for selecting in [spec, *(spec.get("devices") or ())]:
+            if selecting.get("nodeName") in names:
+                selecting["nodeName"] = names[selecting["nodeName"]]
+            rename_terms((selecting.get("nodeSelector") or {}).get("nodeSelectorTerms") or [], names)
     elif obj["kind"] == "ResourceClaim":
         allocation = (obj.get("status") or {}).get("allocation") or {}
         rename_terms((allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or [], names)
@@ -739,7 +745,7 @@ def probe_layout(gen: str) -> ProbeLayout:
     pod = _probe_pod(f"{name}-probe-namespace", {}, "100m", "128Mi", affinity=affinity, **common)
     probes.append(Probe("Namespace", pod, [labelled], node=node_b))
     storage, storage_probes_ = storage_probes(name, node_a, node_b, common)
-    dra, dra_probe = dra_probes(name, node_b, common)
+    dra, dra_probe = dra_probes(name, node_a, node_b, common)
     return ProbeLayout(
         namespace=labelled,
         workloads=list(workloads.values()),
@@ -898,13 +904,18 @@ def storage_probes(
     return storage, probes
 
 
-def dra_probes(name: str, node_b: str, common: dict[str, Any]) -> tuple[list[dict[str, Any]], Probe]:
+def dra_probes(
+    name: str, node_a: str, node_b: str, common: dict[str, Any]
+) -> tuple[list[dict[str, Any]], Probe]:
     """The DRA probe objects and their probe pod (see ``probe_layout`` for the nodes): a DeviceClass of a
-    probe driver, a ResourceSlice of that driver with one device on ``b``, and a ResourceClaim asking for
-    one device of that class. The pod uses the claim and lands on ``b`` once all three are known. Until
-    the claim is, DynamicResources holds the pod back at PreEnqueue (no condition at all); until the
-    class is, its PreFilter rejects the pod; until the slice is, no node has a device for it. kube-scheduler
-    allocates the claim (PreBind gives it a finalizer that is taken off before it is deleted)."""
+    probe driver, a ResourceSlice of that driver with one device on ``a`` and then one with one device on
+    ``b``, a DeviceTaintRule tainting ``a``'s device (NoSchedule), and a ResourceClaim asking for one
+    device of that class, tolerating nothing. The pod uses the claim and lands on ``b`` once the class,
+    ``b``'s slice, the rule and the claim are known. Until the claim is, DynamicResources holds the pod
+    back at PreEnqueue (no condition at all); until the class is, its PreFilter rejects the pod; until
+    ``b``'s slice is, no device is there; until the rule is, ``a``'s device is free to take and ``a``, the
+    lighter node, wins (its slice, made first, is known once ``b``'s is). kube-scheduler allocates the
+    claim (PreBind gives it a finalizer that is taken off before it is deleted)."""
     driver = f"dra.{name}.example.com"
     device_class = {
         "apiVersion": "resource.k8s.io/v1",
@@ -912,15 +923,28 @@ def dra_probes(name: str, node_b: str, common: dict[str, Any]) -> tuple[list[dic
         "metadata": {"name": name},
         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
     }
-    resource_slice = {
+
+    def resource_slice(slice_name: str, node: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": slice_name},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": slice_name, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "probe"}],
+            },
+        }
+
+    slice_a, slice_b = resource_slice(f"{name}-a", node_a), resource_slice(name, node_b)
+    rule = {
         "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
+        "kind": "DeviceTaintRule",
         "metadata": {"name": name},
         "spec": {
-            "driver": driver,
-            "nodeName": node_b,
-            "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": "probe"}],
+            "deviceSelector": {"driver": driver, "pool": f"{name}-a"},
+            "taint": {"key": f"{PROBE_LABEL}/probe", "effect": "NoSchedule"},
         },
     }
     claim = {
@@ -938,9 +962,12 @@ def dra_probes(name: str, node_b: str, common: dict[str, Any]) -> tuple[list[dic
         **common,
     )
     probe = Probe(
-        "DeviceClass, ResourceSlice, ResourceClaim", pod, [device_class, resource_slice, claim], node=node_b
+        "DeviceClass, ResourceSlice, DeviceTaintRule, ResourceClaim",
+        pod,
+        [device_class, slice_b, rule, claim],
+        node=node_b,
     )
-    return [device_class, resource_slice, claim], probe
+    return [device_class, slice_a, slice_b, rule, claim], probe
 
 
 def test_probe_layout() -> None:
