@@ -167,9 +167,20 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
 READ = frozenset({
     "ComponentFlagz",  # service/zpages.py: /flagz on the secure port
     "ComponentStatusz",  # service/zpages.py: /statusz on the secure port
+    "DRADeviceBindingConditions",  # plugins/dynamic_resources: binding conditions (binding_conditions.py)
+    "DRAPrioritizedList",  # plugins/dynamic_resources: firstAvailable requests, Score (score.py)
+    "DRAResourceClaimDeviceStatus",  # with DRADeviceBindingConditions: the claim's status.devices read
+    "DRASchedulerFilterTimeout",  # plugins/dynamic_resources: DynamicResourcesArgs.filterTimeout
+    "DRADeviceTaintRules",  # framework/objects (watched), plugins/dynamic_resources/taints.py
+    "DRADeviceTaints",  # plugins/dynamic_resources: the allocator skips untolerated devices
+    "DRAConsumableCapacity",  # plugins/dynamic_resources: shared devices, capacity (capacity.py, sharing.py)
+    "DRAFractionalCapacityRange",  # plugins/dynamic_resources/capacity.py: steps in thousandths
+    "DRAPartitionableDevices",  # plugins/dynamic_resources: counter sets, per-device node selection
+    "DRAExtendedResource",  # plugins/node_resources_fit, plugins/dynamic_resources/extended.py
     "InPlacePodLevelResourcesVerticalScaling",  # framework/pod_requests.py (use_feature_gates): pod status
     "NominatedNodeNameForExpectation",  # scheduling/schedule_one.py: pre-flights, nominatedNodeName
     "NodeDeclaredFeatures",  # plugins/defaults.py, plugins/node_declared_features
+    "OpportunisticBatching",  # framework/runtime/batch.py, scheduling/schedule_one.py
     "StorageCapacityScoring",  # plugins/volume_binding: volume-capacity scoring, the default shape
     "VolumeLimitScaling",  # plugins/node_volume_limits: CSIDriver preventPodSchedulingIfMissing
 })  # fmt: skip
@@ -178,9 +189,6 @@ READ = frozenset({
 #: implements); every other gate of ``GATES`` not in ``READ`` it behaves as off
 _BEHAVES_ON = frozenset({
     "DRAAdminAccess",  # plugins/dynamic_resources: adminAccess requests
-    "DRAPrioritizedList",  # plugins/dynamic_resources: firstAvailable subrequests
-    "DRAResourceClaimDeviceStatus",  # only matters with DRADeviceBindingConditions, which is off
-    "DRASchedulerFilterTimeout",  # DynamicResourcesArgs.filterTimeout
     "DynamicResourceAllocation",  # the DynamicResources plugin in the default set
     "InPlacePodVerticalScaling",  # framework/pod_requests.py: status resources of resized pods
     "MatchLabelKeysInPodTopologySpread",  # plugins/pod_topology_spread/constraints.py

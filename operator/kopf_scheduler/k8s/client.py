@@ -170,6 +170,14 @@ class KubeClient:
         note = f"Preempted by pod {preemptor.uid} on node {node_name} (in kube-scheduler memory)."
         self._in_loop(self._record_preempted, victim, preemptor, note)
 
+    def record_event(self, pod: PodInfo, kind: str, reason: str, action: str, note: str) -> None:
+        """An event of a plugin about ``pod`` from its profile's recorder (DynamicResources' Normal
+        ``BindingConditionsPending``, action ``Scheduling``)."""
+        occurrence = Occurrence(
+            pod_ref(pod), kind, reason, action, note, reporting_controller=self._controller_for(pod)
+        )
+        self._in_loop(self.events.record, occurrence)
+
     def _record_preempted(self, victim: PodInfo, preemptor: PodInfo, note: str) -> None:
         self.events.record(
             Occurrence(

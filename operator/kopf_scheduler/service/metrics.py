@@ -4,8 +4,10 @@
 Fed by the scheduler's recorder (bound, failed, extension-point, algorithm and Permit-wait timings,
 preemption); the queue's and the cache's state is read when the endpoint is scraped (``metric_state``).
 Only the metrics kube-scheduler v1.37.2 registers with its default feature gates are here (not those of
-GenericWorkload, TopologyAwareWorkloadScheduling, DRADeviceBindingConditions, SchedulerAsyncAPICalls),
-and not those of opportunistic batching, which kopf-scheduler does not do.
+GenericWorkload, TopologyAwareWorkloadScheduling, SchedulerAsyncAPICalls). DRADeviceBindingConditions'
+(``scheduler_dra_bindingconditions_*``) are fed by DynamicResources' PreBind waits.
+Of opportunistic batching's, the counters are here; its latency histograms (``get_node_hint``,
+``store_schedule_results``, ``batch_rescore``) are not.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.utils import INF
 
 from kopf_scheduler.framework.pod_info import QueuedPodInfo
+from kopf_scheduler.plugins.dynamic_resources.manager import manager_for
 from kopf_scheduler.service.metric_state import OperatorCollector, StateCollector
 
 if TYPE_CHECKING:
@@ -116,6 +119,38 @@ class SchedulerMetrics:
             ["result"],
             registry=r,
         )
+        self.batch_attempts = Counter(
+            "scheduler_batch_attempts",
+            "[ALPHA] Counts of results when we attempt to use batching.",
+            ["profile", "result"],
+            registry=r,
+        )
+        self.batch_cache_flushed = Counter(
+            "scheduler_batch_cache_flushed",
+            "[ALPHA] Counts of cache flushes by reason.",
+            ["profile", "reason"],
+            registry=r,
+        )
+        self.batch_rescore_attempts = Counter(
+            "scheduler_batch_rescore_attempts",
+            "[ALPHA] Counts of rescore attempts during opportunistic batching.",
+            ["profile"],
+            registry=r,
+        )
+        self.dra_binding_allocations = Counter(
+            "scheduler_dra_bindingconditions_allocations",
+            "[ALPHA] Number of allocations using devices with BindingConditions, counted per driver per "
+            "scheduling attempt",
+            ["driver", "profile", "status"],
+            registry=r,
+        )
+        self.dra_binding_wait = Histogram(
+            "scheduler_dra_bindingconditions_wait_duration_seconds",
+            "[ALPHA] Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+            ["driver", "profile", "status"],
+            buckets=exponential_buckets(0.1, 2, 14),
+            registry=r,
+        )
         self.shadow_decisions = Counter(
             "kopf_scheduler_shadow_decisions",
             "Verdicts of shadow profiles on the pods another scheduler bound: 'same' (the node is among "
@@ -171,7 +206,24 @@ class SchedulerMetrics:
         recorder.preemption_attempt_hooks.append(self.preemption_attempts.inc)
         recorder.preemption_victims_hooks.append(self.preemption_victims.observe)
         recorder.preemption_execution_hooks.append(preemption_executed)
+        batch_attempt_of, batch_flush_of = _labelled(self.batch_attempts), _labelled(self.batch_cache_flushed)
+        rescore_of = _labelled(self.batch_rescore_attempts)
+        recorder.batch_attempt_hooks.append(lambda profile, result: batch_attempt_of(profile, result).inc())
+        recorder.batch_flush_hooks.append(lambda profile, reason: batch_flush_of(profile, reason).inc())
+        recorder.batch_rescore_hooks.append(lambda profile: rescore_of(profile).inc())
         scheduler.shadow_hooks.append(shadow)
+        self._attach_dra(scheduler)
+
+    def _attach_dra(self, scheduler: Scheduler) -> None:
+        """DynamicResources' waits for device binding conditions (one DRA manager per scheduler)."""
+        waits, allocations = _labelled(self.dra_binding_wait), _labelled(self.dra_binding_allocations)
+        manager = manager_for(scheduler.objects)
+        manager.binding_wait_hooks.append(
+            lambda profile, driver, status, seconds: waits(driver, profile, status).observe(seconds)
+        )
+        manager.binding_allocation_hooks.append(
+            lambda profile, driver, status: allocations(driver, profile, status).inc()
+        )
 
     def attach_operator(
         self,

@@ -144,13 +144,6 @@ def test_defaults_at_each_version_differ_where_upstream_turned_gates_on() -> Non
 #: kube-scheduler v1.37's defaults kopf-scheduler's code does not follow yet: all of them gates upstream turns
 #: on that the code behaves as off. The target is the empty set, as at 1.34
 NOT_FOLLOWED_AT_1_37 = {
-    "DRAConsumableCapacity": True,
-    "DRADeviceBindingConditions": True,
-    "DRADeviceTaintRules": True,
-    "DRADeviceTaints": True,
-    "DRAExtendedResource": True,
-    "DRAPartitionableDevices": True,
-    "OpportunisticBatching": True,
     "WatchListClient": True,
 }
 
@@ -328,8 +321,7 @@ def test_log_lines_say_which_version_and_what_is_not_followed() -> None:
         "feature gates of Kubernetes 1.35 in force (the API server is v1.35.4), with --feature-gates "
         "StorageCapacityScoring=false",
         "kopf-scheduler does not yet implement these gates of Kubernetes 1.35 and runs as if they were set "
-        "the other way: OpportunisticBatching=true, "
-        "WatchListClient=true",
+        "the other way: WatchListClient=true",
     ]
     assert describe(FeatureGates.resolve((1, 34)), "--emulated-version") == [
         "feature gates of Kubernetes 1.34 in force (--emulated-version)"

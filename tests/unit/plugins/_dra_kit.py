@@ -8,8 +8,10 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from kopf_scheduler.api.feature_gates import DEFAULT_GATES, FeatureGates
 from kopf_scheduler.backend.objects import ClusterObjects
 from kopf_scheduler.framework.client import APIError
+from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import WATCHED_KINDS
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -160,6 +162,8 @@ class RecordingClient:
         self.store = store
         self.writes: list[tuple[str, str, Any]] = []
         self.fail_status: APIError | None = None
+        self.fail_create: APIError | None = None
+        self.events: list[tuple[str, str, str, str, str]] = []
         self._versions = itertools.count(100)
 
     def _claim(self, path: str) -> tuple[str, str, bool]:
@@ -195,8 +199,34 @@ class RecordingClient:
         self.writes.append(("PATCH", path, copy.deepcopy(dict(patch))))
         return {}
 
+    async def create_object(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """A claim POSTed to its collection: named from ``generateName`` and ``xxxxx``, stored."""
+        self.writes.append(("POST", path, copy.deepcopy(dict(obj))))
+        if self.fail_create is not None:
+            raise self.fail_create
+        stored = copy.deepcopy(dict(obj))
+        meta = stored["metadata"]
+        meta["name"] = meta.get("name") or meta["generateName"] + "xxxxx"
+        meta["namespace"] = path.strip("/").split("/")[4]
+        meta["uid"] = f"claim-{meta['name']}"
+        meta["resourceVersion"] = str(next(self._versions))
+        self.store.store(_KINDS["ResourceClaim"]).upsert(stored)
+        return copy.deepcopy(stored)
+
+    async def delete_object(self, path: str) -> None:
+        self.writes.append(("DELETE", path, None))
+        namespace, name, _ = self._claim(path)
+        if self.store.store(_KINDS["ResourceClaim"]).delete(namespace, name) is None:
+            raise APIError(404, f'resourceclaims.resource.k8s.io "{name}" not found')
+
+    def record_event(self, pod: PodInfo, kind: str, reason: str, action: str, note: str) -> None:
+        self.events.append((pod.name, kind, reason, action, note))
+
 
 class Handle:
-    def __init__(self, store: ClusterObjects) -> None:
+    def __init__(self, store: ClusterObjects, gates: FeatureGates = DEFAULT_GATES) -> None:
         self.objects = store
         self.client = RecordingClient(store)
+        self.feature_gates = gates
+        self.clock = VirtualClock()
+        self.profile_name = "default-scheduler"

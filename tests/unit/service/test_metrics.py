@@ -21,6 +21,7 @@ from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.interface import PermitPlugin
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import WAIT, Status
+from kopf_scheduler.plugins.dynamic_resources.manager import manager_for
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.service.metrics import SchedulerMetrics
 from kopf_scheduler.testing import VirtualClock, make_node, make_pod
@@ -149,6 +150,38 @@ UPSTREAM: dict[str, tuple[str, str, tuple[str, ...], tuple[float, float, int] | 
         ("result",),
         None,
     ),
+    # OpportunisticBatching (on): its counters (the default profile counts no_hint attempts)
+    "scheduler_batch_attempts_total": (
+        "counter",
+        "[ALPHA] Counts of results when we attempt to use batching.",
+        ("profile", "result"),
+        None,
+    ),
+    "scheduler_batch_cache_flushed_total": (
+        "counter",
+        "[ALPHA] Counts of cache flushes by reason.",
+        ("profile", "reason"),
+        None,
+    ),
+    "scheduler_batch_rescore_attempts_total": (
+        "counter",
+        "[ALPHA] Counts of rescore attempts during opportunistic batching.",
+        ("profile",),
+        None,
+    ),
+    "scheduler_dra_bindingconditions_allocations_total": (
+        "counter",
+        "[ALPHA] Number of allocations using devices with BindingConditions, counted per driver per "
+        "scheduling attempt",
+        ("driver", "profile", "status"),
+        None,
+    ),
+    "scheduler_dra_bindingconditions_wait_duration_seconds": (
+        "histogram",
+        "[ALPHA] Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+        ("driver", "profile", "status"),
+        (0.1, 2, 14),
+    ),
     "leader_election_master_status": (
         "gauge",
         "[ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 "
@@ -212,6 +245,8 @@ async def test_every_family_is_kube_schedulers_v1_37_2_and_no_other() -> None:
     scheduler, _, metrics = _setup()
     await _preemption(scheduler)
     scheduler.recorder.permit_waited(None, time.perf_counter())
+    _binding_conditions_waited(scheduler)
+    scheduler.recorder.batch_rescore(PROFILE)  # the default profile signs no pod: it never rescores
     families = {}
     for family in metrics.registry.collect():
         name = family.name + ("_total" if family.type == "counter" else "")
@@ -226,6 +261,25 @@ async def test_every_family_is_kube_schedulers_v1_37_2_and_no_other() -> None:
             start, factor, count = buckets
             bounds = [start * factor**i for i in range(count)] + [float("inf")]
         assert ours[name] == (kind, help_text, sorted(labels), bounds), name
+
+
+def _binding_conditions_waited(scheduler: Scheduler) -> None:
+    """What DynamicResources' PreBind reports after a wait for device binding conditions."""
+    manager = manager_for(scheduler.objects)
+    for hook in manager.binding_wait_hooks:
+        hook(PROFILE, "gpu.example.com", "timeout", 1.5)
+    for allocation_hook in manager.binding_allocation_hooks:
+        allocation_hook(PROFILE, "gpu.example.com", "timeout")
+
+
+def test_binding_conditions_waits_are_counted_per_driver_profile_and_status() -> None:
+    scheduler, _, metrics = _setup()
+    _binding_conditions_waited(scheduler)
+    labels = {"driver": "gpu.example.com", "profile": PROFILE, "status": "timeout"}
+    assert _value(metrics, "scheduler_dra_bindingconditions_allocations_total", **labels) == 1
+    assert _value(metrics, "scheduler_dra_bindingconditions_wait_duration_seconds_sum", **labels) == 1.5
+    bucket = {**labels, "le": "1.6"}
+    assert _value(metrics, "scheduler_dra_bindingconditions_wait_duration_seconds_bucket", **bucket) == 1
 
 
 async def test_preemption_and_the_attempts_it_ends() -> None:

@@ -28,20 +28,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
+from kopf_scheduler.framework.objects.device_taints import untolerated
 from kopf_scheduler.framework.objects.dra import ALL
 from kopf_scheduler.framework.objects.resource_slices import Device
 from kopf_scheduler.plugins.dynamic_resources.cel_env import Clock, DeviceMatcher, SelectorTimeout
 from kopf_scheduler.plugins.dynamic_resources.greedy import Plan, greedy, make_plan, one_request
 from kopf_scheduler.plugins.dynamic_resources.node_devices import (
     NodeDevices,
+    NodeView,
     selector_error,
     timeout_error,
     verdict,
 )
 from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, Pool, device_id_str
 from kopf_scheduler.plugins.dynamic_resources.prepare import (
+    FEATURES,
     MAX_DEVICES_PER_CLAIM,
     AllocationError,
+    Features,
     FilterTimeout,
     Preparation,
     Request,
@@ -52,8 +56,17 @@ from kopf_scheduler.plugins.dynamic_resources.results import (
     allocation_result,
     node_selector,
 )
+from kopf_scheduler.plugins.dynamic_resources.sharing import NO_SHARES, CounterSets, Shares, Usage
 
-__all__ = ["AllocationError", "Allocator", "FilterTimeout"]
+__all__ = ["AllocationError", "Allocator", "FailedOnNode", "FilterTimeout"]
+
+#: the allocator's text for a node where nothing could be allocated and some pool was invalid
+INVALID_POOLS = "invalid resource pools were encountered"
+
+
+class FailedOnNode(Exception):
+    """The claims cannot be allocated on this node only (upstream's ``ErrFailedAllocationOnNode``): the
+    node is unschedulable with this text, the other nodes are still tried."""
 
 
 class _MaxSizeExceeded(Exception):
@@ -102,6 +115,11 @@ class Allocator:
         timeout_seconds: float = 0.0,
         devices: NodeDevices | None = None,
         versions: Mapping[tuple[str, str], int] | None = None,
+        *,
+        device_taints: bool = True,
+        binding_conditions: bool = False,
+        features: Features = FEATURES,
+        shares: Shares = NO_SHARES,
     ) -> None:
         self.classes = classes
         self.slices = slices
@@ -115,6 +133,17 @@ class Allocator:
         self.timeout_seconds = timeout_seconds
         #: the full search only (the reference ``greedy`` is checked against)
         self.search_only = False
+        #: DRADeviceTaints: a device with a NoSchedule or NoExecute taint the request does not tolerate is
+        #: not allocated
+        self.device_taints = device_taints
+        #: device binding conditions are on: devices with binding conditions may be allocated
+        self.binding_conditions = binding_conditions
+        #: partitionable devices, consumable capacity
+        self.features = features
+        #: the shares of devices allocated in the cluster (consumable capacity)
+        self.shares = shares
+        #: per pool: its counters less what devices allocated in the cluster consume (``sharing``)
+        self.available: dict[tuple[str, str], CounterSets] = {}
         self._plan: Plan | None = None
         self._planned: Sequence[ResourceClaim] | None = None
 
@@ -128,14 +157,24 @@ class Allocator:
     def find(
         self, node_name: str, labels: Mapping[str, str], claims: Sequence[ResourceClaim]
     ) -> Found | None:
-        """Raises ``AllocationError`` or ``FilterTimeout``. ``claims`` may be the same sequence on every
-        call (what is derived from it is kept then), but must not change in place."""
-        view = self.devices.view(node_name, labels)
+        """Raises ``AllocationError``, ``FailedOnNode`` (nothing found, and the node sees an invalid pool,
+        whose devices are never allocated) or ``FilterTimeout``. ``claims`` may be the same sequence on
+        every call (what is derived from it is kept then), but must not change in place."""
+        view = self.devices.view(node_name, labels, self.features.partitionable)
+        found = self._find(view, node_name, labels, claims)
+        if found is None and view.invalid:
+            raise FailedOnNode(INVALID_POOLS)
+        return found
+
+    def _find(
+        self, view: NodeView, node_name: str, labels: Mapping[str, str], claims: Sequence[ResourceClaim]
+    ) -> Found | None:
         plan = self._plan if claims is self._planned else self._plan_for(claims)
         assert plan is not None
         if plan.error is not None:
             raise AllocationError(str(plan.error))
-        if plan.single is not None and self.versions is not None and not self.search_only:
+        fast = not self.search_only and not view.special  # counters, shares: the search decides
+        if plan.single is not None and self.versions is not None and fast:
             picks = one_request(plan, view, self.allocated, self.matcher, self.versions)
             if picks is None:
                 return None  # one request: what the scan does not find, the search does not either
@@ -143,7 +182,7 @@ class Allocator:
             if not view.named:
                 picked.check()
             return picked
-        if plan.levels is not None and not self.search_only:
+        if plan.levels is not None and fast:
             results = greedy(plan, view, self.allocated, self.matcher, self.timeout_seconds)
             if results is not None:
                 picked = Found(node_name, claims, results, plan.classes)
@@ -153,6 +192,9 @@ class Allocator:
             if plan.final:
                 return None
         search = _Search(self, node_name, view.pools, claims)
+        search.labels = labels
+        if view.special or plan.capacity:
+            search.usage = Usage(self.features, self.allocated, self.shares, view.pools, self.available)
         search.clocks = plan.clocks
         if self.timeout_seconds > 0:
             search.deadline = time.perf_counter() + self.timeout_seconds
@@ -168,6 +210,8 @@ class Allocator:
             return plan
         if plan is None or len(plan.claims) != len(claims) or any(map(_differ, plan.claims, claims)):
             plan = self._plan = make_plan(self.classes, claims, self.devices.slot)
+            plan.taints = self.device_taints
+            plan.binding_conditions = self.binding_conditions
         self._planned = claims
         return plan
 
@@ -180,7 +224,7 @@ class _Search(Preparation):
     def __init__(
         self, owner: Allocator, node: str, pools: list[Pool], claims: Sequence[ResourceClaim]
     ) -> None:
-        super().__init__(owner.classes, pools, claims)
+        super().__init__(owner.classes, pools, claims, owner.features)
         self.owner, self.node = owner, node
         self.selected: dict[tuple[int, int], int] = {}
         self.allocating: dict[DeviceID, set[int]] = {}
@@ -190,6 +234,9 @@ class _Search(Preparation):
         self.steps = 0
         #: per claim: the evaluation time its selectors have left in this scheduling attempt
         self.clocks = [Clock() for _ in claims]
+        self.labels: Mapping[str, str] = {}
+        #: counters and shares taken (None: no device of the node has any, no request asks for capacity)
+        self.usage: Usage | None = None
 
     def run(self) -> Found | None:
         for c, claim in enumerate(self.claims):
@@ -249,15 +296,18 @@ class _Search(Preparation):
                 return False
             # upstream continues with subrequest index 0 here (``deviceIndices`` without it)
             return self._continue(undo, c, r, 0, d, in_subrequest)
+        usage = self.usage if self.usage is not None and self.features.consumable else None
         for pool in self.pools:
             if pool.invalid:
-                raise AllocationError(f"pool {pool.name} is invalid: {pool.invalid}")
-            for slice_ in pool.slices:
+                continue  # no device of an invalid pool is allocated; ``find`` says so if nothing fits
+            for slice_ in pool.slices:  # an incomplete pool has none
                 for device in slice_.devices:
                     device_id = (pool.driver, pool.name, device.name)
                     if self._unavailable(c, data, device_id):
                         continue
                     if not self._selectable(c, data, device_id, device, slice_, (r, s)):
+                        continue
+                    if usage is not None and not usage.fits(data, device_id, device, self.claims[c].key):
                         continue
                     undo = self._allocate_device(c, data, device_id, device, slice_, must=False)
                     if undo is not None and self._continue(undo, c, r, s, d, in_subrequest):
@@ -290,7 +340,7 @@ class _Search(Preparation):
         slice_: ResourceSlice,
         at: tuple[int, int],
     ) -> bool:
-        if device.binding_conditions:  # binding conditions are off
+        if device.binding_conditions and not self.owner.binding_conditions:  # binding conditions off
             return False
         key = (device_id, c, *at)
         found = self.selectable_cache.get(key)
@@ -307,6 +357,8 @@ class _Search(Preparation):
             found = verdict(self.owner.matcher, key, slice_.driver, device, self.clocks[c])
         except SelectorTimeout as e:
             raise timeout_error(e, data.device_class.name, self.claims[c].key, device_id) from None
+        if found is True and slice_.per_device_node_selection:
+            return device.reachable_from(self.labels, self.node)
         if found is True or found is False:
             return found
         raise selector_error(found, data.device_class.name, self.claims[c].key, device_id)
@@ -316,13 +368,26 @@ class _Search(Preparation):
     ) -> Callable[[], None] | None:
         if self._unavailable(c, data, device_id):
             return None
-        if device.consumes_counters:  # partitionable devices are off
-            return None
+        usage = self.usage
+        counters: Callable[[], None] | None = None
+        if device.consumes_counters:
+            if usage is None or not self.features.partitionable:
+                return None
+            if not (usage.multiple(device) and usage.in_use(device_id)):  # a later share takes none
+                counters = usage.take_counters(device_id, device)
+                if counters is None:
+                    return None
+        if self.owner.device_taints and device.taints and untolerated(device.taints, data.spec.tolerations):
+            if counters is not None:
+                counters()
+            return None  # a taint not tolerated (``taintPreventsAllocation``), admin access or not
         request = data.parent.name if data.parent is not None else data.spec.name
         subrequest = data.spec.name if data.parent is not None else ""
         constraints = self.constraints[c]
         for i, constraint in enumerate(constraints):
             if not constraint.add(request, subrequest, device, device_id):
+                if counters is not None:
+                    counters()
                 if must:
                     raise AllocationError(
                         f"claim {self.claims[c].key}, request {data.spec.name}: cannot add device "
@@ -331,13 +396,40 @@ class _Search(Preparation):
                 for earlier in constraints[:i]:
                     earlier.remove(request, subrequest, device, device_id)
                 return None
-        self.allocating.setdefault(device_id, set()).add(c)
-        self.results[c].append(DeviceResult(data.full_name, device_id, bool(data.spec.admin_access), slice_))
+        share = None
+        multiple = usage is not None and usage.multiple(device)
+        if multiple:
+            assert usage is not None
+            share = usage.share(data, device_id, device, self.claims[c].key)
+            if share is None:
+                for constraint in constraints:
+                    constraint.remove(request, subrequest, device, device_id)
+                if counters is not None:
+                    counters()
+                return None
+        else:
+            self.allocating.setdefault(device_id, set()).add(c)
+        self.results[c].append(
+            DeviceResult(
+                data.full_name,
+                device_id,
+                bool(data.spec.admin_access),
+                slice_,
+                None if share is None else share[0],
+                None if share is None else share[1],
+                device,
+            )
+        )
 
         def undo() -> None:
-            for constraint in constraints:
-                constraint.remove(request, subrequest, device, device_id)
-            self.allocating[device_id].discard(c)
             self.results[c].pop()
+            if share is not None:
+                share[2]()
+            else:
+                self.allocating[device_id].discard(c)
+            for constraint in reversed(constraints):
+                constraint.remove(request, subrequest, device, device_id)
+            if counters is not None:
+                counters()
 
         return undo

@@ -9,6 +9,9 @@ The scheduler writes nothing else of DRA objects: the finalizer and the status o
 - Unreserve of a claim reserved for the pod: a strategic-merge patch deleting the pod's entry from
   ``reservedFor``; failures are logged (the next attempt finds the claim as it is).
 - PostFilter's deallocation: ``status`` without allocation, reservations and device status.
+- With device binding conditions on (``DRADeviceBindingConditions`` and ``DRAResourceClaimDeviceStatus``),
+  the status write also gives the allocation its ``allocationTimestamp`` (now, unless it has one), and a
+  claim found deallocated meanwhile is an error.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from kopf_scheduler.framework.client import APIError, ClusterClient
 from kopf_scheduler.framework.objects import RESOURCE_CLAIMS, ResourceClaim
 from kopf_scheduler.framework.objects.dra import CLAIM_FINALIZER, parse_resource_claim
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.plugins.dynamic_resources.binding_conditions import format_time
 from kopf_scheduler.plugins.dynamic_resources.manager import DraManager
 
 log = logging.getLogger("kopf_scheduler.dynamic_resources")
@@ -76,9 +80,11 @@ async def bind_claim(
     claim: ResourceClaim,
     allocation: Mapping[str, Any] | None,
     pod: PodInfo,
+    stamp: Callable[[], float] | None = None,
 ) -> ResourceClaim:
     """Records the allocation (if the scheduler made it) and the pod's reservation; returns the claim as
-    the API server stored it. Raises ``ClaimWriteError``."""
+    the API server stored it. ``stamp``: the wall clock, when binding conditions are on (the allocation's
+    ``allocationTimestamp``). Raises ``ClaimWriteError``."""
     path = claim_path(claim)
     raw = _writable(claim.raw)
     try:
@@ -95,7 +101,7 @@ async def bind_claim(
                     raise ClaimWriteError(f"get updated claim {claim.key} after conflict: {gone}")
                 raw = latest
             try:
-                written = await _write(client, path, raw, allocation, pod, claim.key)
+                written = await _write(client, path, raw, allocation, pod, claim.key, stamp)
             except _Failed as e:
                 if not e.conflict or attempt == RETRY_STEPS - 1:
                     raise ClaimWriteError(str(e)) from None
@@ -122,6 +128,7 @@ async def _write(
     allocation: Mapping[str, Any] | None,
     pod: PodInfo,
     key: str,
+    stamp: Callable[[], float] | None = None,
 ) -> ResourceClaim:
     meta = raw.setdefault("metadata", {})
     if meta.get("deletionTimestamp") is not None:
@@ -141,6 +148,12 @@ async def _write(
     reserved = list(status.get("reservedFor") or [])
     reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
     status["reservedFor"] = reserved
+    if stamp is not None:
+        written = status.get("allocation")
+        if written is None:
+            raise _Failed(f"claim {key} got deallocated elsewhere in the meantime")
+        if written.get("allocationTimestamp") is None:
+            status["allocation"] = {**written, "allocationTimestamp": format_time(stamp())}
     try:
         stored = await client.update_object(path + "/status", raw)
     except APIError as e:

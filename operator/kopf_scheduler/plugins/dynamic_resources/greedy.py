@@ -6,8 +6,8 @@ a later request finds too few; ``greedy`` makes those same picks by scanning the
 (``NodeView``) once per request, with the verdicts the view remembers.
 
 - Same picks, same errors: each request scans from the first device, as the search's loop does, so it
-  visits the devices the search visits, in its order: an invalid pool fails the request that reaches it,
-  a failing selector the request that reaches that device (while it is free), with the search's texts.
+  visits the devices the search visits, in its order (none of an invalid pool): a failing selector fails
+  the request that reaches that device (while it is free), with the search's text.
 - When a request finds too few devices, backtracking cannot help if every request has the same class
   and selectors (``Plan.final``): they all choose among the same devices, and there are too few. Else
   the caller runs the full search, which retraces these steps first and then goes back.
@@ -22,6 +22,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
+from kopf_scheduler.framework.objects.device_taints import untolerated
 from kopf_scheduler.framework.objects.dra import ALL, EXACT_COUNT, DeviceRequest
 from kopf_scheduler.framework.objects.resource_slices import Device
 from kopf_scheduler.plugins.dynamic_resources.cel_env import Clock, DeviceMatcher, SelectorTimeout
@@ -60,6 +61,12 @@ class Plan:
     classes: list[list[tuple[str, DeviceClass]]] = field(default_factory=list)
     #: per claim: the evaluation time its selectors have left in this scheduling attempt
     clocks: list[Clock] = field(default_factory=list)
+    #: a request asks for capacity (consumable capacity: the full search decides)
+    capacity: bool = False
+    #: DRADeviceTaints: a device with a taint the request does not tolerate is not taken
+    taints: bool = True
+    #: device binding conditions are on: a device with binding conditions may be taken
+    binding_conditions: bool = False
 
     def __post_init__(self) -> None:
         self.clocks = [Clock() for _ in self.claims]
@@ -79,6 +86,13 @@ def _asks_for_all(request: DeviceRequest) -> bool:
     )
 
 
+def _asks_for_capacity(request: DeviceRequest) -> bool:
+    exactly = request.exactly
+    return (exactly is not None and exactly.has_capacity) or any(
+        s.has_capacity for s in request.first_available
+    )
+
+
 def _simple(request: DeviceRequest) -> bool:
     exactly = request.exactly
     return (
@@ -86,6 +100,7 @@ def _simple(request: DeviceRequest) -> bool:
         and exactly is not None
         and exactly.allocation_mode == EXACT_COUNT
         and not exactly.admin_access
+        and not exactly.has_capacity
     )
 
 
@@ -96,6 +111,7 @@ def make_plan(
 ) -> Plan:
     """``slot``: the number ``NodeView.verdicts`` keeps a selector set's verdicts under."""
     plan = Plan(tuple(claims))
+    plan.capacity = any(_asks_for_capacity(request) for claim in claims for request in claim.requests)
     if any(_asks_for_all(request) for claim in claims for request in claim.requests):
         return plan  # prepared per node by the full search: which devices ``All`` means is the node's
     prepared = _Prepared(classes, [], claims)
@@ -170,7 +186,13 @@ def one_request(
     state: object = versions.get(pools[0]) if len(pools) == 1 else tuple(map(versions.get, pools))
     name = data.full_name
     kept = view.outcomes.get(slot)
-    if kept is not None and kept.state == state and kept.count == data.count:
+    tolerations = data.spec.tolerations
+    if (
+        kept is not None
+        and kept.state == state
+        and kept.count == data.count
+        and kept.tolerations == tolerations
+    ):
         if kept.picks is None or kept.request == name:
             return kept.picks
         positions: list[int] | None = kept.positions
@@ -180,7 +202,7 @@ def one_request(
     picks = (
         None if positions is None else tuple(DeviceResult(name, ids[i], False, slices[i]) for i in positions)
     )
-    view.remember(slot, Outcome(state, data.count, positions, name, picks))
+    view.remember(slot, Outcome(state, data.count, positions, name, picks, tolerations))
     return picks
 
 
@@ -201,17 +223,19 @@ def _scan(
     if not need:
         return picked
     ids = view.ids
-    invalid_at, end = view.invalid_at, len(ids)
+    end = len(ids)
     verdicts = view.verdicts.get(slot) or view.verdicts_for(slot)
+    devices, tolerations = view.devices, data.spec.tolerations if plan.taints else None
     i = 0
     while True:
-        if i == invalid_at:
-            if i == end:
-                return None
-            raise AllocationError(view.invalid)
+        if i == end:  # devices of invalid pools are not in the view
+            return None
         device_id = ids[i]
         if device_id in allocated or (taken and device_id in taken):
             i += 1
+            continue
+        if not plan.binding_conditions and devices[i].binding_conditions:
+            i += 1  # not selectable while binding conditions are off (``isSelectable``)
             continue
         found = verdicts[i]
         if found is None:
@@ -221,6 +245,9 @@ def _scan(
                 raise timeout_error(e, data.device_class.name, plan.claims[c].key, device_id) from None
             verdicts[i] = found
         if found is True:
+            if tolerations is not None and devices[i].taints and untolerated(devices[i].taints, tolerations):
+                i += 1  # tainted: judged after the selectors, as the search's ``allocateDevice`` does
+                continue
             taken.add(device_id)
             picked.append(i)
             need -= 1

@@ -17,11 +17,16 @@ upstream's is: two pods of two profiles must never be given one device either.
   update differs in one place and an addition only at the end); many differences (a deletion shifts the
   rest) fall back to comparing the claims by identity. What is handed out is a snapshot (a copy of the
   index's keys), taken again only when a device came or went.
+- ``shares``: the shares of devices that allow multiple allocations (results with a ``shareID``,
+  consumable capacity), with what they consume, kept apart from the devices allocated whole.
 - ``pool_versions``: per pool (driver, pool name), a number that grows whenever one of its devices is
   allocated or freed, snapshotted with ``allocated_devices``: what the allocator found on a node holds
   while the versions of the node's pools stay the same.
 - ``matcher`` and ``devices``: selector results per device and what each node sees of the slices
   (``node_devices``), kept for every cycle of every profile.
+- ``binding_wait_hooks`` and ``binding_allocation_hooks``: who hears how PreBind's waits for device binding
+  conditions ended (the metrics ``scheduler_dra_bindingconditions_*``), for every profile.
+- ``resource_slices``: the slices with the DeviceTaintRules' taints on their devices (``taints``).
 
 A manager is kept per ``ClusterListers`` (one per scheduler) in a weak map, so a scheduler that goes
 away takes its manager with it.
@@ -32,12 +37,23 @@ from __future__ import annotations
 import builtins
 import weakref
 from collections.abc import Mapping, Sequence, Set
+from fractions import Fraction
 from typing import Any
 
-from kopf_scheduler.framework.objects import RESOURCE_CLAIMS, ClusterListers, ResourceClaim
+from kopf_scheduler.framework.objects import (
+    DEVICE_TAINT_RULES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    ClusterListers,
+    ResourceClaim,
+    ResourceSlice,
+)
+from kopf_scheduler.plugins.dynamic_resources.binding_conditions import AllocationHook, WaitHook
 from kopf_scheduler.plugins.dynamic_resources.cel_env import DeviceMatcher
 from kopf_scheduler.plugins.dynamic_resources.node_devices import NodeDevices
 from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID
+from kopf_scheduler.plugins.dynamic_resources.sharing import NO_SHARES, Shares
+from kopf_scheduler.plugins.dynamic_resources.taints import PatchedSlices
 
 _MANAGERS: weakref.WeakKeyDictionary[Any, DraManager] = weakref.WeakKeyDictionary()
 #: differing places past which two listings are compared by identity instead
@@ -59,10 +75,28 @@ def _version(claim: ResourceClaim) -> int:
 
 
 def _devices(claim: ResourceClaim | None) -> tuple[DeviceID, ...]:
-    """The devices an allocation takes (``foreachAllocatedDevice``: admin access takes none)."""
+    """The devices an allocation takes whole (``foreachAllocatedDevice``: admin access takes none, a
+    share of a device is not the device)."""
     if claim is None or not claim.allocated:
         return ()
-    return tuple((d.driver, d.pool, d.device) for d in claim.allocated if not d.admin_access)
+    return tuple(
+        (d.driver, d.pool, d.device) for d in claim.allocated if not d.admin_access and d.share_id is None
+    )
+
+
+#: one share of a device: the device, what it consumes
+_Share = tuple[DeviceID, tuple[tuple[str, Fraction], ...] | None]
+
+
+def _shares(claim: ResourceClaim | None) -> tuple[_Share, ...]:
+    """The shares of devices an allocation takes (results with a ``shareID``; consumable capacity)."""
+    if claim is None or not claim.allocated:
+        return ()
+    return tuple(
+        ((d.driver, d.pool, d.device), d.consumed)
+        for d in claim.allocated
+        if not d.admin_access and d.share_id is not None
+    )
 
 
 class DraManager:
@@ -86,10 +120,25 @@ class DraManager:
         #: per (driver, pool): grows whenever one of its devices enters or leaves ``_counts``
         self._pool_versions: dict[tuple[str, str], int] = {}
         self._allocated: tuple[int, Set[DeviceID], Mapping[tuple[str, str], int]] | None = None
+        #: the shares of devices per claim as shown and per in-flight claim (consumable capacity)
+        self._share_owners: dict[Any, tuple[_Share, ...]] = {}
+        self._shares: Shares | None = NO_SHARES
         #: selector results per device, shared by the profiles' allocators
         self.matcher = DeviceMatcher()
         #: what each node sees of the slices, likewise
         self.devices = NodeDevices()
+        self.binding_wait_hooks: builtins.list[WaitHook] = []
+        self.binding_allocation_hooks: builtins.list[AllocationHook] = []
+        self._slices = objects.of(RESOURCE_SLICES)
+        self._taint_rules = objects.of(DEVICE_TAINT_RULES)
+        self._patched = PatchedSlices()
+
+    # -- slices ------------------------------------------------------------------------------------------
+    def resource_slices(self, with_rules: bool) -> Sequence[ResourceSlice]:
+        """The slices the allocator sees (upstream's ``ListWithDeviceTaintRules``); with ``with_rules``
+        (DRADeviceTaintRules) each DeviceTaintRule's taint is on the devices it selects."""
+        slices = self._slices.list()
+        return self._patched.of(slices, self._taint_rules.list()) if with_rules else slices
 
     # -- claims as the scheduler sees them ---------------------------------------------------------------
     def get(self, namespace: str, name: str) -> ResourceClaim | None:
@@ -113,7 +162,7 @@ class DraManager:
         if api is None or _version(api) > _version(assumed):
             del self._assumed[key]
             self.version += 1
-            self._set(self._shown_devices, key, _devices(api))
+            self._show(key, api)
             return api
         return assumed
 
@@ -140,13 +189,13 @@ class DraManager:
     def signal_pending_allocation(self, uid: str, claim: ResourceClaim) -> None:
         self._in_flight[uid] = claim
         self.version += 1
-        self._set(self._flight_devices, uid, _devices(claim))
+        self._fly(uid, claim)
 
     def remove_pending_allocation(self, uid: str) -> bool:
         if self._in_flight.pop(uid, None) is None:
             return False
         self.version += 1
-        self._set(self._flight_devices, uid, ())
+        self._fly(uid, None)
         return True
 
     def in_flight(self) -> builtins.list[ResourceClaim]:
@@ -196,7 +245,41 @@ class DraManager:
     def _refresh(self, key: tuple[str, str]) -> None:
         """Counts the devices of the claim ``key`` as shown now (none when it is gone)."""
         shown = self._resolve(key, self._claims.get(*key))
-        self._set(self._shown_devices, key, _devices(shown))
+        self._show(key, shown)
+
+    def _show(self, key: tuple[str, str], claim: ResourceClaim | None) -> None:
+        self._set(self._shown_devices, key, _devices(claim))
+        self._set_shares(("shown", key), _shares(claim))
+
+    def _fly(self, uid: str, claim: ResourceClaim | None) -> None:
+        self._set(self._flight_devices, uid, _devices(claim))
+        self._set_shares(("flight", uid), _shares(claim))
+
+    def _set_shares(self, owner: Any, shares: tuple[_Share, ...]) -> None:
+        if self._share_owners.get(owner, ()) == shares:
+            return
+        if shares:
+            self._share_owners[owner] = shares
+        else:
+            del self._share_owners[owner]
+        self._shares = None
+
+    def shares(self) -> Shares:
+        """The shares of devices in the cluster and in flight (consumable capacity): which devices have
+        one, and what they consume per device; a snapshot, never changed."""
+        self._sync()
+        if self._shares is None:
+            devices: set[DeviceID] = set()
+            capacity: dict[DeviceID, dict[str, Fraction]] = {}
+            for shares in self._share_owners.values():
+                for device, consumed in shares:
+                    devices.add(device)
+                    if consumed is not None:
+                        sums = capacity.setdefault(device, {})
+                        for name, value in consumed:
+                            sums[name] = sums.get(name, 0) + value
+            self._shares = Shares(frozenset(devices), capacity) if devices else NO_SHARES
+        return self._shares
 
     def _set(
         self, owners: dict[Any, tuple[DeviceID, ...]], owner: Any, devices: tuple[DeviceID, ...]

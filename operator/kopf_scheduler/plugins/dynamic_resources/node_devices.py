@@ -6,10 +6,11 @@ each set of selectors says of each device), computed once instead of once per po
   changes; a new listing rebuilds the index of slices by node (one pass) and forgets the views made from
   slices no longer listed, not the others.
 - ``view(node, labels)`` is the node's ``NodeView``: its pools as ``gather_pools`` makes them, their
-  devices flattened in the order the search visits them, with their ids and slices, and where the first
-  invalid pool starts. A view is reused while the node sees the very same slice objects: stored values
-  are immutable (an update is a new object), so a slice added, updated or deleted, or a node whose labels
-  change what a node-selector slice says, gets a new view, and the other nodes keep theirs.
+  devices flattened in the order the search visits them, with their ids and slices (none of invalid
+  pools), and whether a pool was invalid. A view is reused while the node sees the very same slice
+  objects: stored values are immutable (an update is a new object), so a slice added, updated or
+  deleted, or a node whose labels change what a node-selector slice says, gets a new view, and the other
+  nodes keep theirs.
 - ``NodeView.verdicts``: per selector set (the class's and the request's expressions), what they say of
   each device, filled as the search reaches devices (None: not asked yet). A verdict depends only on the
   device and the expressions, so it holds as long as the view does. Class changes need nothing: a
@@ -17,6 +18,11 @@ each set of selectors says of each device), computed once instead of once per po
 - ``NodeView.outcomes``: what a claim's one request found last on the node (``greedy``), with the
   versions of the node's pools then (``DraManager.pool_versions``): a device of theirs allocated or freed
   since changes a version, and the request is looked at again.
+- ``NodeView.special``: a device of the view consumes counters, allows multiple allocations, has a
+  capacity request policy, or is selected per device (``perDeviceNodeSelection``): whether it can be
+  taken depends on more than being free and selectable, so claims on that node go to the full search.
+- A view made with the rest of an incomplete pool (slices other nodes see) is made anew whenever a
+  slice changes anywhere; a view depends on whether partitionable devices are on.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.objects import ResourceSlice
+from kopf_scheduler.framework.objects.dra import DeviceToleration
 from kopf_scheduler.framework.objects.resource_slices import Device
 from kopf_scheduler.plugins.dynamic_resources.cel_env import (
     Clock,
@@ -59,6 +66,8 @@ class Outcome:
     positions: list[int] | None
     request: str
     picks: tuple[DeviceResult, ...] | None
+    #: the request's tolerations: a device's taints are judged by them (``taints``)
+    tolerations: tuple[DeviceToleration, ...] = ()
 
 
 @dataclass(slots=True, eq=False)
@@ -70,9 +79,10 @@ class NodeView:
     ids: list[DeviceID] = field(default_factory=list)
     devices: list[Device] = field(default_factory=list)
     device_slices: list[ResourceSlice] = field(default_factory=list)
-    #: the position in ``ids`` where the first invalid pool starts (``len(ids)``: none is invalid)
+    #: where the devices of invalid pools would start: ``len(ids)``, as they are left out
     invalid_at: int = 0
-    #: the search's text for that pool
+    #: the first invalid pool the node sees, and why ("" when none is): when nothing can be allocated on
+    #: the node, it fails with ``invalid resource pools were encountered``
     invalid: str = ""
     #: every device is in a slice that names the node (an allocation's node selector is the node's name)
     named: bool = True
@@ -82,6 +92,12 @@ class NodeView:
     verdicts: dict[int, list[Verdict]] = field(default_factory=dict)
     #: per slot: what one request found last (``greedy``)
     outcomes: dict[int, Outcome] = field(default_factory=dict)
+    #: a device whose allocation ``greedy`` cannot judge (counters, shares, capacity policies, per-device
+    #: node selection): the full search decides
+    special: bool = False
+    #: made with slices the node does not see (the rest of an incomplete pool): made anew on any change
+    volatile: bool = False
+    partitionable: bool = True
 
     def verdicts_for(self, slot: int) -> list[Verdict]:
         found = self.verdicts.get(slot)
@@ -101,10 +117,9 @@ def verdict(
     matcher: DeviceMatcher, key: SelectorKey, driver: str, device: Device, clock: Clock | None = None
 ) -> bool | Failure:
     """Whether the device is selectable for the class's and the request's selectors (``isSelectable``):
-    never with binding conditions (off); else the selectors in order, the first false or failing one
-    decides. Raises ``SelectorTimeout`` when the claim's ``clock`` runs out: not a verdict to keep."""
-    if device.binding_conditions:
-        return False
+    the selectors in order, the first false or failing one decides (a device with binding conditions
+    while they are off is left out before, by the caller). Raises ``SelectorTimeout`` when the claim's
+    ``clock`` runs out: not a verdict to keep."""
     for of_request, selectors in ((False, key[0]), (True, key[1])):
         for i, expression in enumerate(selectors):
             assert expression is not None  # refused when the claim was prepared
@@ -160,22 +175,37 @@ def timeout_error(
     )
 
 
-def make_view(slices: tuple[ResourceSlice, ...], labels: Mapping[str, str], node_name: str) -> NodeView:
-    view = NodeView(slices, gather_pools(slices, labels, node_name))
+def make_view(
+    slices: tuple[ResourceSlice, ...],
+    labels: Mapping[str, str],
+    node_name: str,
+    partitionable: bool = True,
+    all_slices: Sequence[ResourceSlice] = (),
+) -> NodeView:
+    """``all_slices``: every slice listed (where the rest of an incomplete pool is looked for)."""
+    looked_up: list[bool] = []
+    view = NodeView(slices, gather_pools(slices, labels, node_name, partitionable, all_slices, looked_up))
+    view.volatile = bool(looked_up)
+    view.partitionable = partitionable
     view.pool_keys = tuple((pool.driver, pool.name) for pool in view.pools)
-    invalid_at = -1
     for pool in view.pools:
-        if pool.invalid and invalid_at < 0:
-            invalid_at = len(view.ids)
-            view.invalid = f"pool {pool.name} is invalid: {pool.invalid}"
+        if pool.invalid:  # skipped: no device of an invalid pool is allocated (``allocateOne``)
+            view.invalid = view.invalid or f"pool {pool.name} is invalid: {pool.invalid}"
+            continue
         for slice_ in pool.slices:
             view.named = view.named and bool(slice_.node_name)
+            view.special = view.special or slice_.per_device_node_selection
             for device in slice_.devices:
                 view.ids.append((pool.driver, pool.name, device.name))
                 view.devices.append(device)
                 view.device_slices.append(slice_)
-    view.invalid_at = invalid_at if invalid_at >= 0 else len(view.ids)
+                view.special = view.special or _special(device)
+    view.invalid_at = len(view.ids)
     return view
+
+
+def _special(device: Device) -> bool:
+    return bool(device.consumes_counters or device.allow_multiple_allocations or device.policies)
 
 
 class NodeDevices:
@@ -222,10 +252,10 @@ class NodeDevices:
         self._views = {
             name: view
             for name, view in self._views.items()
-            if view.slices and all(id(slice_) in listed for slice_ in view.slices)
+            if view.slices and not view.volatile and all(id(slice_) in listed for slice_ in view.slices)
         }
 
-    def view(self, node_name: str, labels: Mapping[str, str]) -> NodeView:
+    def view(self, node_name: str, labels: Mapping[str, str], partitionable: bool = True) -> NodeView:
         own = self._by_node.get(node_name)
         if not self._shared:
             seen = own[1] if own is not None else ()
@@ -236,6 +266,8 @@ class NodeDevices:
                 reachable.sort(key=lambda item: item[0])
             seen = tuple(s for _, s in reachable)
         found = self._views.get(node_name)
-        if found is None or found.slices != seen:  # slices compare by identity
-            found = self._views[node_name] = make_view(seen, labels, node_name)
+        # slices compare by identity
+        if found is None or found.slices != seen or found.partitionable != partitionable:
+            listed = self._listed if self._listed is not None else ()
+            found = self._views[node_name] = make_view(seen, labels, node_name, partitionable, listed)
         return found
