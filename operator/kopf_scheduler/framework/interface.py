@@ -265,6 +265,21 @@ class VectorScore(abc.ABC):
         """Raw scores (int64) aligned with ``rows``, equal to ``score`` on each node."""
 
 
+# -- signatures (opportunistic batching) ----------------------------------------------------------------
+#: one piece of a pod's signature: (signer name, JSON-serialisable value), upstream's ``SignFragment``
+SignFragment = tuple[str, Any]
+
+
+class SignPlugin(abc.ABC):
+    """What of a pod a pre-filter, filter, pre-score or score plugin reads (upstream's ``SignPlugin``):
+    two pods whose fragments are equal get the same verdicts and raw scores from the plugin on the same
+    nodes. A profile batches only when every such plugin signs (``framework.runtime.batch``)."""
+
+    @abc.abstractmethod
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The fragments of ``pod``'s signature, or a status saying why it cannot be signed."""
+
+
 # -- reserve and permit --------------------------------------------------------------------------------
 class ReservePlugin(Plugin):
     @abc.abstractmethod

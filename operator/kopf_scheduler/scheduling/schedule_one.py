@@ -29,8 +29,10 @@ from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_eve
 from kopf_scheduler.framework.extenders import scheduling as extending
 from kopf_scheduler.framework.interface import NodeSet, PostFilterResult, SnapshotLister
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from kopf_scheduler.framework.runtime.batch import OpportunisticBatch, SortedNodes
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind
+from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable
 from kopf_scheduler.plugins.names import DEFAULT_PREEMPTION
 from kopf_scheduler.scheduling.context import CycleContext, ScheduleResult
@@ -62,6 +64,43 @@ class NoNodesAvailable(Exception):
     rejected the pod and no post-filter (preemption) can help."""
 
 
+class BatchCycle:
+    """Opportunistic batching's part in one cycle (``framework.runtime.batch``): the pod's signature, the
+    cycle's number, and the hint the profile's memory gave."""
+
+    __slots__ = ("batch", "cycle", "hint", "recorder", "signature")
+
+    def __init__(self, batch: OpportunisticBatch, pod: PodInfo, cycle: int, recorder: Recorder) -> None:
+        self.batch = batch
+        self.signature = batch.sign_pod(pod)
+        self.cycle = cycle
+        self.recorder = recorder
+        self.hint = ""
+
+    def find_hint(self, pod: PodInfo, state: CycleState, snapshot: SnapshotLister) -> str:
+        self.hint = self.batch.node_hint(pod, self.signature, state, self.cycle, snapshot, self.recorder)
+        return self.hint
+
+    def store(self, chosen: str, others: SortedNodes | None, others_count: int) -> None:
+        self.batch.store(self.signature, self.hint, chosen, others, others_count, self.cycle, self.recorder)
+
+
+def _sorted_others(
+    ctx: CycleContext,
+    infos: list[Any],
+    rows: np.ndarray,
+    totals: np.ndarray,
+    raw: dict[str, np.ndarray],
+    chosen: int,
+) -> SortedNodes:
+    """The feasible nodes but the chosen one, best first (ties in random order), with their raw scores."""
+    keep = np.ones(len(rows), dtype=bool)
+    keep[chosen] = False
+    names = [infos[i].name for i in rows[keep].tolist()]
+    tie_keys = np.random.default_rng(ctx.rng.getrandbits(64)).random(len(names))
+    return SortedNodes.ordered(names, {k: v[keep] for k, v in raw.items()}, totals[keep], tie_keys)
+
+
 def num_feasible_nodes_to_find(
     profile_percentage: int | None, global_percentage: int, num_all_nodes: int
 ) -> int:
@@ -76,7 +115,7 @@ def num_feasible_nodes_to_find(
 
 
 async def find_nodes_that_fit(
-    ctx: CycleContext, fwk: Framework, state: CycleState, pod: PodInfo
+    ctx: CycleContext, fwk: Framework, state: CycleState, pod: PodInfo, batching: BatchCycle | None = None
 ) -> tuple[np.ndarray, Diagnosis]:
     snapshot = ctx.snapshot
     diagnosis = Diagnosis()
@@ -98,10 +137,13 @@ async def find_nodes_that_fit(
             target.add(status.plugin)
         return np.zeros(0, dtype=np.int64), diagnosis
 
+    # As upstream, the hint is asked for even when the pod has a nominated node (it then gets none), and
+    # the hinted node is tried first as a nominated one is.
+    hint = batching.find_hint(pod, state, snapshot) if batching is not None else ""
     nominated = ctx.queue.nominated_node_names()
     early: dict[str, Status] = {}  # extenders' verdicts on the nominated node
-    if pod.nominated_node_name:
-        node = snapshot.get(pod.nominated_node_name)
+    if pod.nominated_node_name or hint:
+        node = snapshot.get(pod.nominated_node_name or hint)
         if node is not None and fwk.run_filter_with_nominated_pods(state, pod, node) is None:
             fits = np.array([snapshot.index_of(node.name)], dtype=np.int64)
             if fwk.extenders:
@@ -171,19 +213,28 @@ async def _pass_extenders(
         raise SchedulingError(e.status) from e
 
 
-async def schedule_pod(ctx: CycleContext, fwk: Framework, state: CycleState, pod: PodInfo) -> ScheduleResult:
+async def schedule_pod(
+    ctx: CycleContext, fwk: Framework, state: CycleState, pod: PodInfo, batching: BatchCycle | None = None
+) -> ScheduleResult:
     """Picks a node, or raises ``FitError`` (no node fits), ``NoNodesAvailable`` (the cluster has none)
-    or ``SchedulingError`` (a plugin failed)."""
+    or ``SchedulingError`` (a plugin failed). ``batching``: the cycle's part in opportunistic batching
+    (None: the gate is off, or the pod is judged outside a cycle)."""
     snapshot = ctx.snapshot
     if len(snapshot) == 0:
         raise NoNodesAvailable(NO_NODES_AVAILABLE)
-    feasible, diagnosis = await find_nodes_that_fit(ctx, fwk, state, pod)
+    feasible, diagnosis = await find_nodes_that_fit(ctx, fwk, state, pod, batching)
     if len(feasible) == 0:
         raise FitError(pod, len(snapshot), diagnosis)
     evaluated = len(feasible) + (len(diagnosis.node_statuses) if diagnosis.node_statuses is not None else 0)
     infos = snapshot.node_infos
-    if len(feasible) == 1 and ctx.explainer is None:
-        return ScheduleResult(infos[int(feasible[0])].name, evaluated, 1, diagnosis=diagnosis)
+    if len(feasible) == 1:
+        host = infos[int(feasible[0])].name
+        if batching is not None:
+            batching.store(host, None, 0)
+            batching = None  # an explanation's scoring below stores nothing more
+        if ctx.explainer is None:
+            return ScheduleResult(host, evaluated, 1, diagnosis=diagnosis)
+    keep_raw = batching is not None and batching.signature is not None
     nodes = NodeSet(snapshot, feasible)
     if not fwk.score and not fwk.extenders:
         totals = np.ones(len(feasible), dtype=np.int64)
@@ -195,7 +246,9 @@ async def schedule_pod(ctx: CycleContext, fwk: Framework, state: CycleState, pod
         if status is not None:
             raise SchedulingError(status)
         started = now()
-        totals, breakdown, status = fwk.run_score(state, pod, nodes, explain=ctx.explainer is not None)
+        totals, breakdown, status = fwk.run_score(
+            state, pod, nodes, explain=ctx.explainer is not None, keep_raw=keep_raw
+        )
         ctx.recorder.observe("Score", status, fwk.profile_name, started)
         if status is not None:
             raise SchedulingError(status)
@@ -209,6 +262,13 @@ async def schedule_pod(ctx: CycleContext, fwk: Framework, state: CycleState, pod
                     breakdown.weighted[name] = weighted
     best = np.flatnonzero(totals == totals.max())
     choice = int(best[ctx.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+    if batching is not None:
+        host = infos[int(feasible[choice])].name
+        others = None
+        if keep_raw:
+            raw_scores = breakdown.raw if breakdown is not None else {}
+            others = _sorted_others(ctx, infos, feasible, totals, raw_scores, choice)
+        batching.store(host, others, len(feasible) - 1)
     return ScheduleResult(
         infos[int(feasible[choice])].name, evaluated, len(feasible), feasible, totals, breakdown, diagnosis
     )
@@ -231,8 +291,11 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
     state = CycleState()
     ctx.cache.update_snapshot(ctx.snapshot)
     fwk.current_snapshot = ctx.snapshot
+    batching = None
+    if fwk.batch is not None:
+        batching = BatchCycle(fwk.batch, pod, ctx.queue.scheduling_cycle, ctx.recorder)
     try:
-        result = await schedule_pod(ctx, fwk, state, pod)
+        result = await schedule_pod(ctx, fwk, state, pod, batching)
     except FitError as fit_error:
         _rejectors(fit_error.diagnosis)
         nominated: str | None = CLEAR  # without a post-filter, as after any failure but one

@@ -126,6 +126,9 @@ class SchedulingQueue:
         #: ``SchedulerPopFromBackoffQ``: pop from backoffQ when activeQ is empty, 1 s ordering windows,
         #: PreEnqueue on entering backoffQ rather than on leaving it
         self.pop_from_backoff = pop_from_backoff
+        #: pods popped so far (upstream's ``SchedulingCycle``): opportunistic batching reuses a cycle's
+        #: results only in the cycle right after it
+        self.scheduling_cycle = 0
         self._framework_for = framework_for
         self._profiles: dict[str, ProfileEvents] = {}
         #: grows whenever ``_profiles`` changes: the pool's key index is then stale
@@ -333,6 +336,7 @@ class SchedulingQueue:
             if qp.pod.uid in self._in_flight:
                 continue  # tracked twice: keep the attempt in progress, drop this copy
             qp.attempts += 1
+            self.scheduling_cycle += 1
             # A new attempt: the previous verdicts no longer explain why the pod waits.
             qp.unschedulable_plugins = set()
             qp.pending_plugins = set()

@@ -25,6 +25,7 @@ from kopf_scheduler.framework.handle import PodNominator
 from kopf_scheduler.framework.interface import EXTENSION_POINTS as POINT_TYPES
 from kopf_scheduler.framework.interface import MAX_NODE_SCORE, MAX_TOTAL_SCORE, Plugin
 from kopf_scheduler.framework.objects import ClusterListers, NoObjects
+from kopf_scheduler.framework.runtime.batch import batch_for
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.registry import Registry, RegistryError
 from kopf_scheduler.framework.runtime.waiting_pods import WaitingPods
@@ -167,6 +168,7 @@ def build_framework(
     )
     if nominator is not None:
         framework.nominator = nominator
+    framework.batch = batch_for(framework)
     handle.framework = framework
     return framework
 

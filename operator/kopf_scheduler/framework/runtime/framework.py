@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -62,6 +62,9 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind, PodsInPreBind
 from kopf_scheduler.framework.runtime.waiting_pods import MAX_PERMIT_TIMEOUT, WaitingPod, WaitingPods
 from kopf_scheduler.framework.status import SKIP, Code, Status, error
+
+if TYPE_CHECKING:
+    from kopf_scheduler.framework.runtime.batch import OpportunisticBatch
 
 P = TypeVar("P", bound=Plugin)
 
@@ -388,6 +391,8 @@ class Framework:
     group_members: GroupMembers = field(default_factory=NoMembers)
     #: moves pods waiting in the queue to its active heap (set by the scheduler; without one, a no-op)
     activate_pods: Callable[[Iterable[PodInfo]], None] = field(default=lambda pods: None)
+    #: opportunistic batching's state (``batch``): None while the gate is off
+    batch: OpportunisticBatch | None = None
     #: snapshot nodes with their nominated pods added, by node name (``_with_nominated``)
     _nominated_copies: dict[str, tuple[int, list[PodInfo], NodeInfo]] = field(
         default_factory=dict, init=False, repr=False
@@ -771,11 +776,13 @@ class Framework:
         return None
 
     def run_score(
-        self, state: CycleState, pod: PodInfo, nodes: NodeSet, explain: bool = False
+        self, state: CycleState, pod: PodInfo, nodes: NodeSet, explain: bool = False, keep_raw: bool = False
     ) -> tuple[np.ndarray, ScoreBreakdown | None, Status | None]:
-        """Total weighted scores aligned with ``nodes``; a breakdown per plugin when ``explain``."""
+        """Total weighted scores aligned with ``nodes``; a breakdown per plugin when ``explain``, or only
+        the raw scores when ``keep_raw`` (what opportunistic batching renormalises later)."""
         total = np.zeros(len(nodes), dtype=np.int64)
-        breakdown = ScoreBreakdown() if explain else None
+        breakdown = ScoreBreakdown() if explain or keep_raw else None
+        copy_raw = explain or keep_raw
         table = self.snapshot().table
         for plugin in self.score:
             if plugin.name in state.skip_score_plugins:
@@ -787,33 +794,72 @@ class Framework:
                     raw = np.fromiter(
                         (plugin.score(state, pod, node) for node in nodes), dtype=np.int64, count=len(nodes)
                     )
-                scores = raw.copy() if explain else raw
-                if plugin.has_normalize:
-                    status = plugin.normalize_score(state, pod, scores)
-                    if status is not None and not status.is_success:
-                        message = f'running Normalize on Score plugins: plugin "{plugin.name}" failed with: '
-                        return total, breakdown, error(message + status.message(), plugin=plugin.name)
             except Exception as e:
                 return total, breakdown, _call_error(plugin, "Score", e)
-            if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
-                bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
-                return (
-                    total,
-                    breakdown,
-                    error(
-                        "applying score defaultWeights on Score plugins: "
-                        f'plugin "{plugin.name}" returns an invalid score {bad}, it should in the range of '
-                        f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
-                        plugin=plugin.name,
-                    ),
-                )
-            weighted = scores * self.score_weights[plugin.name]
+            scores = raw.copy() if copy_raw else raw
+            weighted, status = self._normalize_and_weigh(plugin, state, pod, scores)
+            if status is not None:
+                return total, breakdown, status
             total += weighted
             if breakdown is not None:
                 breakdown.raw[plugin.name] = raw
-                breakdown.normalized[plugin.name] = scores
-                breakdown.weighted[plugin.name] = weighted
+                if explain:
+                    breakdown.normalized[plugin.name] = scores
+                    breakdown.weighted[plugin.name] = weighted
         return total, breakdown, None
+
+    def _normalize_and_weigh(
+        self, plugin: ScorePlugin, state: CycleState, pod: PodInfo, scores: np.ndarray
+    ) -> tuple[np.ndarray, Status | None]:
+        """``scores`` normalised in place (when the plugin normalises), checked to lie in [0, 100], and
+        multiplied by the plugin's weight."""
+        try:
+            if plugin.has_normalize:
+                status = plugin.normalize_score(state, pod, scores)
+                if status is not None and not status.is_success:
+                    message = f'running Normalize on Score plugins: plugin "{plugin.name}" failed with: '
+                    return scores, error(message + status.message(), plugin=plugin.name)
+        except Exception as e:
+            return scores, _call_error(plugin, "Score", e)
+        if len(scores) and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            bad = int(scores.max() if scores.max() > MAX_NODE_SCORE else scores.min())
+            return scores, error(
+                "applying score defaultWeights on Score plugins: "
+                f'plugin "{plugin.name}" returns an invalid score {bad}, it should in the range of '
+                f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                plugin=plugin.name,
+            )
+        return scores * self.score_weights[plugin.name], None
+
+    def run_raw_score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> dict[str, int] | Status:
+        """The raw scores of one node by every score plugin not skipped (upstream's
+        ``RunRawScorePlugins``), or the error of the first plugin that failed."""
+        out: dict[str, int] = {}
+        for plugin in self.score:
+            if plugin.name in state.skip_score_plugins:
+                continue
+            try:
+                out[plugin.name] = int(plugin.score(state, pod, node))
+            except Exception as e:
+                return error(f'plugin "{plugin.name}" failed with: {e}', plugin=plugin.name, cause=e)
+        return out
+
+    def normalize_scores(
+        self, state: CycleState, pod: PodInfo, raw: Mapping[str, np.ndarray], count: int
+    ) -> tuple[np.ndarray, Status | None]:
+        """Total weighted scores of ``count`` nodes from their raw scores by plugin (a plugin missing from
+        ``raw`` scored 0 everywhere), normalised as ``run_score`` does (upstream's ``NormalizeScores``)."""
+        total = np.zeros(count, dtype=np.int64)
+        for plugin in self.score:
+            if plugin.name in state.skip_score_plugins:
+                continue
+            given = raw.get(plugin.name)
+            scores = np.zeros(count, dtype=np.int64) if given is None else np.array(given, dtype=np.int64)
+            weighted, status = self._normalize_and_weigh(plugin, state, pod, scores)
+            if status is not None:
+                return total, status
+            total += weighted
+        return total, None
 
     # -- reserve and permit ----------------------------------------------------------------------------
     def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:

@@ -30,6 +30,10 @@ PreemptionAttemptHook = Callable[[], None]
 PreemptionVictimsHook = Callable[[int], None]
 #: ("success" or "error") the victims' preemption, done apart from the cycle, ended so
 PreemptionExecutionHook = Callable[[str], None]
+#: (profile, result or reason) of opportunistic batching: an attempt's outcome, a flush of its memory
+BatchHook = Callable[[str, str], None]
+#: (profile) opportunistic batching scored the previous pod's node again
+BatchRescoreHook = Callable[[str], None]
 
 
 class Recorder:
@@ -45,6 +49,9 @@ class Recorder:
         self.preemption_attempt_hooks: list[PreemptionAttemptHook] = []
         self.preemption_victims_hooks: list[PreemptionVictimsHook] = []
         self.preemption_execution_hooks: list[PreemptionExecutionHook] = []
+        self.batch_attempt_hooks: list[BatchHook] = []
+        self.batch_flush_hooks: list[BatchHook] = []
+        self.batch_rescore_hooks: list[BatchRescoreHook] = []
 
     def observe(self, point: str, status: Status | None, profile: str, started: float) -> None:
         """``point`` of ``profile`` ran from ``started`` (``time.perf_counter``) until now."""
@@ -80,6 +87,18 @@ class Recorder:
     def preemption_executed(self, result: str) -> None:
         for hook in self.preemption_execution_hooks:
             hook(result)
+
+    def batch_attempt(self, profile: str, result: str) -> None:
+        for hook in self.batch_attempt_hooks:
+            hook(profile, result)
+
+    def batch_flushed(self, profile: str, reason: str) -> None:
+        for hook in self.batch_flush_hooks:
+            hook(profile, reason)
+
+    def batch_rescore(self, profile: str) -> None:
+        for hook in self.batch_rescore_hooks:
+            hook(profile)
 
     def bound(self, qp: QueuedPodInfo, node: str, started: float) -> None:
         for hook in self.bound_hooks:

@@ -12,17 +12,25 @@ upstream.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.handle import Handle
-from kopf_scheduler.framework.interface import MAX_NODE_SCORE, ScorePlugin, VectorScore
+from kopf_scheduler.framework.interface import (
+    MAX_NODE_SCORE,
+    ScorePlugin,
+    SignFragment,
+    SignPlugin,
+    VectorScore,
+)
 from kopf_scheduler.framework.node_info import NodeInfo, normalized_image_name
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import Status
 from kopf_scheduler.plugins import names
 
 NAME = names.IMAGE_LOCALITY
@@ -66,8 +74,17 @@ def calculate_priority(sum_scores: int, images: int) -> int:
     return -quotient if (numerator < 0) != (denominator < 0) else quotient
 
 
-class ImageLocality(ScorePlugin, VectorScore):
+class ImageLocality(ScorePlugin, VectorScore, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The images of the pod's containers and init containers, ``:latest`` added when untagged."""
+        images: set[str] = set()
+        for key in ("containers", "initContainers"):
+            for container in pod.spec.get(key) or ():
+                image = str(container.get("image") or "")
+                images.add(image if image.rfind(":") > image.rfind("/") else image + ":latest")
+        return [(signers.IMAGE_NAMES, sorted(images))]
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
@@ -32,6 +33,8 @@ from kopf_scheduler.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
     VectorScore,
 )
@@ -39,7 +42,7 @@ from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.objects import NAMESPACES, Namespace
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from kopf_scheduler.framework.status import SKIP, Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.inter_pod_affinity import filtering, scoring
 from kopf_scheduler.plugins.inter_pod_affinity.args import Args
@@ -78,9 +81,18 @@ def _not_found(key: StateKey[Any]) -> str:
 
 
 class InterPodAffinity(PreFilterPlugin, PreFilterExtensions, FilterPlugin, VectorFilter, PreScorePlugin,
-                       ScorePlugin, VectorScore, EnqueueExtensions):  # fmt: skip
+                       ScorePlugin, VectorScore, EnqueueExtensions, SignPlugin):  # fmt: skip
     name = NAME
     has_normalize = True
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's labels (other pods' terms may select it), none with
+        ``ignorePreferredTermsOfExistingPods``; a pod with pod affinity or anti-affinity is not signed."""
+        if pod.has_pod_affinity:
+            return Status(Code.UNSCHEDULABLE, ("pods with InterPodAffinity are not signable",))
+        if self.args.ignore_preferred_terms_of_existing_pods:
+            return ()
+        return [(signers.LABELS, pod.labels)]
 
     def __init__(self, args: Args, handle: Handle, namespaces: NamespaceLister | None = None) -> None:
         self.args = args

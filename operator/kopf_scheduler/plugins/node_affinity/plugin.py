@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
@@ -32,6 +33,8 @@ from kopf_scheduler.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
     VectorScore,
 )
@@ -92,9 +95,16 @@ def _matcher(selector: NodeSelector | RequiredNodeAffinity) -> Callable[[NodeInf
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, VectorScore,
-                   EnqueueExtensions):  # fmt: skip
+                   EnqueueExtensions, SignPlugin):  # fmt: skip
     name = NAME
     has_normalize = True
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's node affinity and node selector."""
+        return [
+            (signers.NODE_AFFINITY, signers.node_affinity(pod)),
+            (signers.NODE_SELECTOR, pod.spec.get("nodeSelector")),
+        ]
 
     def __init__(self, args: Args, handle: Handle) -> None:
         self.handle = handle

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -28,6 +29,8 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -63,8 +66,12 @@ def _spec(pod: PodInfo) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
-class NodeDeclaredFeatures(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class NodeDeclaredFeatures(PreFilterPlugin, FilterPlugin, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The features the pod requires."""
+        return [(signers.FEATURES, sorted(self.required(pod)))]
 
     def __init__(
         self,

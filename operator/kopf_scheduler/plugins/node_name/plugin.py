@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -22,6 +23,8 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -34,8 +37,12 @@ NAME = names.NODE_NAME
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
-class NodeName(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodeName(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The node the pod names."""
+        return [(signers.NODE_NAME, pod.spec.get("nodeName") or "")]
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle

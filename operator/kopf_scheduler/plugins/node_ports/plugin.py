@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -24,6 +25,8 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -61,8 +64,12 @@ def conflicts(wanted: Iterable[HostPort], used: Any) -> bool:
     return False
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodePorts(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The host ports the pod asks for."""
+        return [(signers.HOST_PORTS, signers.host_ports(pod))]
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle

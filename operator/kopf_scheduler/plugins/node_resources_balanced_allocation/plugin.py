@@ -18,11 +18,13 @@ give identical integers.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from kopf_scheduler.framework import resources as res
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
@@ -30,6 +32,8 @@ from kopf_scheduler.framework.interface import (
     NodeSet,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     VectorScore,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -93,8 +97,12 @@ def _improvement(with_pod: int, without_pod: int) -> int:
     return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without_pod) // 2
 
 
-class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore):
+class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's requests."""
+        return [(signers.RESOURCES, sorted(pod.spec_requests.items()))]
 
     def __init__(self, args: Args) -> None:
         self.resources = [spec.name for spec in args.resources]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from kopf_scheduler.framework import resources as res
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
@@ -29,6 +30,8 @@ from kopf_scheduler.framework.interface import (
     PreScorePlugin,
     RowVerdicts,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
     VectorScore,
 )
@@ -81,8 +84,18 @@ def _check_order(item: tuple[str, int]) -> tuple[int, str]:
 
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, VectorScore,
-                       EnqueueExtensions):  # fmt: skip
+                       EnqueueExtensions, SignPlugin):  # fmt: skip
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's requests; unsigned when DRA would allocate one of them (``DRAExtendedResource``)."""
+        classes = getattr(self, "classes", None)
+        if classes is not None and any(classes.get(n) is not None for n, a in pod.spec_requests.items() if a):
+            return Status(
+                Code.UNSCHEDULABLE,
+                ("signature disabled when dra extended resources are used in the cluster",),
+            )
+        return [(signers.RESOURCES, sorted(pod.spec_requests.items()))]
 
     def __init__(self, args: Args) -> None:
         self.args = args

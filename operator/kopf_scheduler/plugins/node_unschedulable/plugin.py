@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -21,6 +22,8 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -39,8 +42,12 @@ def _tolerates_cordon(pod: PodInfo) -> bool:
     return tolerated(UNSCHEDULABLE_TAINT, pod.tolerations)
 
 
-class NodeUnschedulable(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodeUnschedulable(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's tolerations."""
+        return [(signers.TOLERATIONS, signers.tolerations(pod))]
 
     def pre_filter(
         self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, Resource
@@ -46,6 +47,8 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -102,8 +105,12 @@ class _State:
 _KEY: StateKey[_State] = StateKey(NAME)
 
 
-class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions):
+class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, VectorFilter, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's volumes but ConfigMaps and Secrets."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, handle: Handle, objects: ClusterListers, volume_limit_scaling: bool) -> None:
         self.handle = handle

@@ -30,13 +30,15 @@ from kopf_scheduler.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
     VectorScore,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import SKIP, Status
+from kopf_scheduler.framework.status import SKIP, Code, Status
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.pod_topology_spread import filtering, scoring
 from kopf_scheduler.plugins.pod_topology_spread.args import (
@@ -64,9 +66,18 @@ _PRE_SCORE_KEY: StateKey[scoring.PreScoreState] = StateKey("PreScore" + NAME)
 
 
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, VectorFilter, PreFilterExtensions, PreScorePlugin,
-                        ScorePlugin, VectorScore, EnqueueExtensions):  # fmt: skip
+                        ScorePlugin, VectorScore, EnqueueExtensions, SignPlugin):  # fmt: skip
     name = NAME
     has_normalize = True
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """Nothing; a pod with topology spread constraints is not signed, and while the plugin has default
+        constraints (``defaultingType: System``, the default) no pod is."""
+        if pod.topology_spread_constraints:
+            return Status(Code.UNSCHEDULABLE, ("pods with topology constraints are not signable",))
+        if self._default_hard or self._default_soft:
+            return Status(Code.UNSCHEDULABLE, ("pods with default topology constraints are not signable",))
+        return ()
 
     def __init__(
         self, args: Args, handle: Handle, default_selector: DefaultSelectorFn = no_default_selector

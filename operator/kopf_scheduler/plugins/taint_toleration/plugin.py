@@ -13,11 +13,13 @@ nothing and tainted ones cost one check per distinct taint list.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -29,6 +31,8 @@ from kopf_scheduler.framework.interface import (
     NodeSet,
     PreScorePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
     VectorScore,
 )
@@ -93,9 +97,13 @@ class _TaintGroups:
 
 
 class TaintToleration(FilterPlugin, VectorFilter, PreScorePlugin, ScorePlugin, VectorScore,
-                      EnqueueExtensions):  # fmt: skip
+                      EnqueueExtensions, SignPlugin):  # fmt: skip
     name = NAME
     has_normalize = True
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's tolerations."""
+        return [(signers.TOLERATIONS, signers.tolerations(pod))]
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import ClusterEventWithHint
 from kopf_scheduler.framework.handle import Handle
@@ -39,6 +40,8 @@ from kopf_scheduler.framework.interface import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
+    SignFragment,
+    SignPlugin,
     VectorFilter,
     VectorScore,
 )
@@ -97,8 +100,13 @@ class VolumeBinding(
     ReservePlugin,
     PreBindPlugin,
     EnqueueExtensions,
+    SignPlugin,
 ):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's volumes but ConfigMaps and Secrets."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, args: Args, handle: Handle) -> None:
         self.handle = handle

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -32,6 +33,8 @@ from kopf_scheduler.framework.interface import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import PERSISTENT_VOLUME_CLAIMS, ClusterListers
@@ -99,8 +102,12 @@ def conflicts_with(disks: Sequence[InTreeDisk], pods: Any) -> bool:
     return False
 
 
-class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, EnqueueExtensions):
+class VolumeRestrictions(PreFilterPlugin, PreFilterExtensions, FilterPlugin, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's volumes but ConfigMaps and Secrets."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, handle: Handle, objects: ClusterListers) -> None:
         self.handle = handle

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
@@ -32,6 +33,8 @@ from kopf_scheduler.framework.interface import (
     FilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
+    SignFragment,
+    SignPlugin,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import (
@@ -121,8 +124,12 @@ def node_fits(labels: Mapping[str, str], topologies: Sequence[VolumeTopology]) -
     return True
 
 
-class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
+class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
+        """The pod's volumes but ConfigMaps and Secrets."""
+        return [(signers.VOLUMES, signers.volumes(pod))]
 
     def __init__(self, handle: Handle, objects: ClusterListers) -> None:
         self.handle = handle
