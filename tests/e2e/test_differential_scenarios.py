@@ -135,12 +135,12 @@ simulate runs again, so every later pod is compared against the cluster state ku
 each difference is reported once; the claims of a pod frozen as bound get the allocation kube-scheduler
 wrote (``freeze_claims``), so its devices are taken in the next simulation too.
 
-Devices: the structured allocator tries the pools a node sees in the order of a Go map and a pool's
-slices in the order the slice lister lists them (also a map), and within a slice the devices in their
-order, taking the first that fit. So where a node sees at most one pool of one slice
-(``exact_device_nodes``), the devices kube-scheduler allocates for a pod on that node are determined,
-and compared with simulate's (request, driver, pool, device, in order); elsewhere two schedulers may
-legitimately pick other devices, and only the placement and the messages are compared.
+Devices: the structured allocator of v1.37.2 tries the pools a node sees sorted by driver and pool name,
+a pool's slices sorted by name, and within a slice the devices in their order, taking the first that
+fit. Where a node sees at most one pool (``exact_device_nodes``), the devices kube-scheduler allocates
+for a pod on that node are compared with simulate's (request, driver, pool, device, in order; for a
+share of a device that allows multiple allocations that it is one, not its random ``shareID``, and its
+``consumedCapacity``); elsewhere only the placement and the messages are compared.
 
 DefaultPreemption and DynamicResources are part of our default profile (``plugins/defaults.py``), as
 they are of kube-scheduler v1.34's, so messages are compared whole: the ``preemption: ...`` suffix,
@@ -175,6 +175,7 @@ import yaml
 from kopf_scheduler.__main__ import main
 from kopf_scheduler.api.errors import UsageError
 from kopf_scheduler.api.kube_scheduler_config import export_profile
+from kopf_scheduler.api.quantity import format_quantity
 from kopf_scheduler.devcluster import DevCluster
 from kopf_scheduler.devcluster.cluster import APISERVER, ETCD, SCHEDULER
 from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps
@@ -1333,10 +1334,7 @@ class RealRun:
         for entry in pod["spec"].get("resourceClaims") or ():
             claim = self.claims.get(f"{pod['metadata']['namespace']}/{entry.get('resourceClaimName')}")
             results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices") or {}
-            outcome.devices[entry["name"]] = [
-                {k: r[k] for k in ("request", "driver", "pool", "device")}
-                for r in results.get("results") or ()
-            ]
+            outcome.devices[entry["name"]] = [device_result(r) for r in results.get("results") or ()]
         if cond.get("status") == "False":
             outcome.condition, outcome.reason = cond.get("message"), cond.get("reason")
             # a gated pod never reaches the scheduler: it should have no FailedScheduling event
@@ -1490,17 +1488,28 @@ def freeze_claims(objects: list[dict[str, Any]], key: str, real: RealRun, placed
 
 def exact_device_nodes(prepared: Prepared) -> set[str]:
     """The nodes where kube-scheduler's choice of devices is deterministic, so that it is compared: those
-    that see at most one pool, of one ResourceSlice. The allocator walks pools in the order of a Go map
-    and a pool's slices in the order the slice lister returns them (also a map); within a slice it tries
-    the devices in their order."""
+    that see at most one pool. The allocator walks pools sorted by driver and name, a pool's slices
+    sorted by name, and within a slice the devices in their order (v1.37.2); a node that sees several
+    pools is left out all the same (each pool's devices would be compared, not the choice among pools)."""
     slices = [RESOURCE_SLICES.parse(o) for o in prepared.dra if o["kind"] == "ResourceSlice"]
     exact = set()
     for node in prepared.nodes:
         meta = node["metadata"]
         seen = [s for s in slices if s.reachable_from(meta.get("labels") or {}, meta["name"])]
-        if len({(s.driver, s.pool) for s in seen}) <= 1 and len(seen) <= 1:
+        if len({(s.driver, s.pool) for s in seen}) <= 1:
             exact.add(meta["name"])
     return exact
+
+
+def device_result(result: dict[str, Any]) -> dict[str, Any]:
+    """What is compared of an allocated device: request, driver, pool and device, whether it is a share
+    (its ``shareID`` is random) and what that share consumes (as the API server prints quantities)."""
+    out = {k: result[k] for k in ("request", "driver", "pool", "device")}
+    if result.get("shareID"):
+        out["shared"] = True
+    if result.get("consumedCapacity"):
+        out["consumedCapacity"] = {k: format_quantity(v) for k, v in result["consumedCapacity"].items()}
+    return out
 
 
 def held(sim: dict[str, Any]) -> bool:
@@ -1527,7 +1536,7 @@ def compare_pod(key: str, got: Outcome, want: dict[str, Any], exact: set[str]) -
         return diffs
     if got.node and got.node == want["node"] and got.node in exact:
         for entry in want.get("resourceClaims") or ():
-            simulated = [{k: d[k] for k in ("request", "driver", "pool", "device")} for d in entry["devices"]]
+            simulated = [device_result(d) for d in entry["devices"]]
             allocated = got.devices.get(entry["name"])
             if allocated != simulated:
                 diffs.append(

@@ -434,3 +434,9 @@ def _canonical(value: Fraction, binary: bool, exponent_format: bool) -> str:
         return f"{sign}{_int_text(amount)}" + (f"e{exponent}" if exponent else "")
     # upstream prints no suffix for an exponent it has none for (beyond E)
     return f"{sign}{_int_text(amount)}{_DECIMAL_SUFFIXES.get(exponent, '')}"
+
+
+def quantity_text(value: Fraction, binary: bool, exponent_format: bool = False) -> str:
+    """``Quantity.String()`` of ``resource.NewQuantity``/``NewMilliQuantity`` (``value``) in a format:
+    binary (``BinarySI``), exponent (``DecimalExponent``) or decimal (``DecimalSI``)."""
+    return _canonical(value, binary=binary, exponent_format=exponent_format)

@@ -192,6 +192,7 @@ def _devices(claim: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     return [
         {k: result[k] for k in ("request", "driver", "pool", "device") if k in result}
         | ({"adminAccess": True} if result.get("adminAccess") else {})
+        | {k: result[k] for k in ("shareID", "consumedCapacity") if result.get(k) is not None}
         for result in (allocation.get("devices") or {}).get("results") or ()
     ]
 

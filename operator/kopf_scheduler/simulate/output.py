@@ -11,7 +11,8 @@ claims carries ``"volumes": [{"name", "claim", "persistentVolume", "binding"}]``
 bound to after the run, and ``"binding"`` ``bound`` (before the run), ``static`` (to an existing volume)
 or ``provisioned`` (made for it on the pod's node). A pod with ResourceClaims carries
 ``"resourceClaims": [{"name", "claim", "devices": [{"request", "driver", "pool", "device"}]}]``: the claim
-each entry uses and the devices allocated to it after the run; the claim the scheduler made for the pod's
+each entry uses and the devices allocated to it after the run (a share of a device that allows multiple
+allocations with its ``shareID`` and ``consumedCapacity``); the claim the scheduler made for the pod's
 extended resources backed by DRA comes last, named ``<extended-resources>``. A pod of a gang
 (``scheduling.x-k8s.io/pod-group``) carries ``"podGroup"``, and the document ``"gangs": [{"namespace",
 "name", "minMember", "pods", "placed", "scheduled", "message"}]`` (``simulate.gangs``), present when the
@@ -145,6 +146,7 @@ def node_lines(nodes: Mapping[str, Any]) -> list[str]:
             # a filter extender's verdict names no plugin (as upstream)
             by = f" by {verdict['plugin']}" if verdict["plugin"] else ""
             lines.append(f"{name}: filtered out{by}: {verdict['reason']}")
+            lines.extend(f"  {taint}" for taint in verdict.get("deviceTaints", ()))
         elif node.get("examined") is False:
             lines.append(f"{name}: not examined")
         else:

@@ -175,12 +175,6 @@ def test_result_carries_class_and_claim_config() -> None:
             id="selector-runtime-error",
         ),
         pytest.param(
-            claim("c", request(capacity={"requests": {"memory": "1Gi"}})),
-            "claim default/c, request req: has capacity requests, "
-            "but the DRAConsumableCapacity feature is disabled",
-            id="consumable-capacity-off",
-        ),
-        pytest.param(
             claim("c", request(), constraints=[{"requests": ["req"]}]),
             "claim default/c, constraint #0: empty constraint (unsupported constraint type?)",
             id="empty-constraint",

@@ -1,8 +1,9 @@
 """Device selectors: CEL expressions over one device, evaluated with ``celpy`` in the environment the
 DRA library declares (``k8s.io/dynamic-resource-allocation/cel/compile.go``).
 
-- The variable ``device`` has ``driver`` (string), ``attributes`` and ``capacity``: maps from a domain
-  to maps from an identifier to the value. A qualified name without a domain is in the driver's domain.
+- The variable ``device`` has ``driver`` (string), ``allowMultipleAllocations`` (a bool, as declared with
+  consumable capacity), ``attributes`` and ``capacity``: maps from a domain to maps from an identifier to
+  the value. A qualified name without a domain is in the driver's domain.
   Looking up a domain the device has nothing in gives an empty map (so ``has(...)`` is false and a field
   of it fails with ``no such key``); a version attribute is a semver value, a capacity a quantity.
 - Functions: the quantity and semver libraries and the common string extensions (``cel_library``).
@@ -56,7 +57,7 @@ from kopf_scheduler.plugins.dynamic_resources.cel_library import FUNCTIONS, Quan
 COST_EXCEEDED = "operation cancelled: actual cost limit exceeded"
 #: how long the selectors of one claim may be evaluated in one scheduling attempt
 CLAIM_SECONDS = 0.1
-_DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity"})
+_DEVICE_FIELDS = frozenset({"driver", "allowMultipleAllocations", "attributes", "capacity"})
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 #: global functions and methods celpy has built in that cel-go's standard environment has too
 _BUILTINS = frozenset(
@@ -275,11 +276,14 @@ def _domains(items: Mapping[str, Any], driver: str) -> _DomainMap:
     return _DomainMap({celtypes.StringType(d): celtypes.MapType(m) for d, m in by_domain.items()})
 
 
-def device_context(driver: str, attributes: Mapping[str, Attribute], capacity: Mapping[str, Any]) -> Any:
+def device_context(
+    driver: str, attributes: Mapping[str, Attribute], capacity: Mapping[str, Any], multiple: bool = False
+) -> Any:
     """The ``device`` variable of one device; raises ``SelectorError`` for an unreadable attribute."""
     device = celtypes.MapType(
         {
             celtypes.StringType("driver"): celtypes.StringType(driver),
+            celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(multiple),
             celtypes.StringType("attributes"): _domains(
                 {n: _value(a) for n, a in attributes.items()}, driver
             ),
@@ -370,5 +374,7 @@ class DeviceMatcher:
     def _context(self, driver: str, device: Device) -> Any:
         context = self._contexts.get(device)
         if context is None:
-            context = self._contexts[device] = device_context(driver, device.attributes, device.capacity)
+            context = self._contexts[device] = device_context(
+                driver, device.attributes, device.capacity, device.allow_multiple_allocations
+            )
         return context

@@ -1,8 +1,9 @@
 """What the allocator checks of the claims before it searches a node (the first part of upstream's
 ``Allocate``): per request or subrequest its class, how many devices it needs (``All``: which ones, from
-pools that must be complete and valid), selectors that are CEL, no capacity requests (consumable
-capacity is off), at most 32 devices per claim, and the claim's constraints. Upstream's texts when a
-claim cannot be allocated at all.
+pools that must be complete and valid, whose capacity the request fits), selectors that are CEL, capacity
+requests only with consumable capacity, at most 32 devices per claim, and the claim's constraints
+(``distinctAttribute`` only with consumable capacity). Upstream's texts when a claim cannot be allocated
+at all. ``Features``: the allocator features the feature gates turn on (upstream's ``structured.Features``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,28 @@ from dataclasses import dataclass, field
 from kopf_scheduler.framework.objects import DeviceClass, ResourceClaim, ResourceSlice
 from kopf_scheduler.framework.objects.dra import ALL, EXACT_COUNT, DeviceRequest, RequestSpec
 from kopf_scheduler.framework.objects.resource_slices import Device
-from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, MatchAttribute, Pool
+from kopf_scheduler.plugins.dynamic_resources.capacity import CapacityError, consumed, fits
+from kopf_scheduler.plugins.dynamic_resources.pools import DeviceID, DistinctAttribute, MatchAttribute, Pool
 
 #: ``resourceapi.AllocationResultsMaxSize``
 MAX_DEVICES_PER_CLAIM = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """What the allocator does beyond v1.34's defaults; the defaults are kube-scheduler v1.37.2's
+    (``DRAFractionalCapacityRange`` is on from 1.37 only once the minimum compatibility version is 1.37,
+    so off at 1.37 itself)."""
+
+    #: ``DRAPartitionableDevices``: counter sets, devices consuming counters, per-device node selection
+    partitionable: bool = True
+    #: ``DRAConsumableCapacity``: shared devices, capacity requests, ``distinctAttribute``
+    consumable: bool = True
+    #: ``DRAFractionalCapacityRange``: request-policy steps counted in thousandths
+    fractional: bool = False
+
+
+FEATURES = Features()
 
 
 class AllocationError(Exception):
@@ -45,9 +64,14 @@ class Request:
 
 class Preparation(abc.ABC):
     def __init__(
-        self, classes: Callable[[str], DeviceClass | None], pools: list[Pool], claims: Sequence[ResourceClaim]
+        self,
+        classes: Callable[[str], DeviceClass | None],
+        pools: list[Pool],
+        claims: Sequence[ResourceClaim],
+        features: Features = FEATURES,
     ) -> None:
         self.classes, self.pools, self.claims = classes, pools, claims
+        self.features = features
         #: (claim, request, subrequest) -> what it needs
         self.requests: dict[tuple[int, int, int], Request] = {}
         #: per claim, its constraints
@@ -67,13 +91,8 @@ class Preparation(abc.ABC):
     def prepare(self, c: int, claim: ResourceClaim) -> None:
         minimum = 0
         for r, request in enumerate(claim.requests):
-            if (request.exactly is not None and request.exactly.has_capacity) or any(
-                s.has_capacity for s in request.first_available
-            ):
-                raise AllocationError(
-                    f"claim {claim.key}, request {request.name}: has capacity requests, but the "
-                    "DRAConsumableCapacity feature is disabled"
-                )
+            if not self.features.consumable:
+                _refuse_capacity(claim, request)
             if request.first_available:
                 fewest = None
                 for s, sub in enumerate(request.first_available):
@@ -96,6 +115,8 @@ class Preparation(abc.ABC):
         for i, constraint in enumerate(claim.constraints):
             if constraint.match_attribute is not None:
                 constraints.append(MatchAttribute(constraint.requests, constraint.match_attribute))
+            elif constraint.distinct_attribute is not None and self.features.consumable:
+                constraints.append(DistinctAttribute(constraint.requests, constraint.distinct_attribute))
             elif constraint.distinct_attribute is not None:
                 raise AllocationError(
                     f"claim {claim.key}, constraint #{i}: distinctAttribute needs the DRAConsumableCapacity "
@@ -106,6 +127,15 @@ class Preparation(abc.ABC):
                     f"claim {claim.key}, constraint #{i}: empty constraint (unsupported constraint type?)"
                 )
         self.constraints.append(constraints)
+
+    def _static_fit(self, prefix: str, data: Request, device: Device) -> bool:
+        """The request fits the device's capacity when nothing of it is allocated (``All``: a device
+        without room now is still one of all, and fails the request in the search)."""
+        try:
+            take = consumed(data.spec.capacity_requests, device, self.features.fractional)
+        except CapacityError as e:
+            raise AllocationError(f"{prefix}: checking capacity for device {device.name}: {e}") from None
+        return take is not None and fits(take, device, self.features.fractional, None, None)
 
     def _validate(
         self,
@@ -141,9 +171,26 @@ class Preparation(abc.ABC):
                 for slice_ in pool.slices:
                     for device in slice_.devices:
                         device_id = (slice_.driver, slice_.pool, device.name)
-                        if self._selectable(c, data, device_id, device, slice_, at):
-                            data.all_devices.append((device_id, device, slice_))
+                        if not self._selectable(c, data, device_id, device, slice_, at):
+                            continue
+                        if self.features.consumable and not self._static_fit(prefix, data, device):
+                            continue
+                        data.all_devices.append((device_id, device, slice_))
             data.count = len(data.all_devices)
         else:
             raise AllocationError(f"{prefix}: unsupported count mode {spec.allocation_mode}")
         return data
+
+
+def _refuse_capacity(claim: ResourceClaim, request: DeviceRequest) -> None:
+    if request.exactly is not None and request.exactly.has_capacity:
+        raise AllocationError(
+            f"claim {claim.key}, request {request.name}: has capacity requests, but the "
+            "DRAConsumableCapacity feature is disabled"
+        )
+    for sub in request.first_available:
+        if sub.has_capacity:
+            raise AllocationError(
+                f"claim {claim.key}, subrequest {sub.name}: has capacity requests, but the "
+                "DRAConsumableCapacity feature is disabled"
+            )
