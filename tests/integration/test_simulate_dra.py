@@ -159,3 +159,60 @@ def test_explain_shows_the_devices(tmp_path: Path) -> None:
     assert "  claim gpu: big-gpu-" in done.stdout
     assert f"-> {DRIVER}/n1/" in done.stdout
     assert "filtered out by DynamicResources: cannot allocate all claims" in done.stdout
+
+
+def test_explain_names_the_device_taint_that_kept_a_claim_off_a_node(tmp_path: Path) -> None:
+    """A node whose devices are tainted (the driver's own taint, a DeviceTaintRule's) is filtered out for
+    a claim that does not tolerate them, and --explain says which device had which taint; in JSON the
+    node's filter verdict lists them under ``deviceTaints``."""
+    tainted = gpu_slice("n1", "a100", "80Gi")
+    for device in tainted["spec"]["devices"]:
+        device["taints"] = [{"key": "example.com/unhealthy", "value": "true", "effect": "NoSchedule"}]
+    rule = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": "n2-gpu-0"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "n2", "device": "gpu-0"},
+            "taint": {"key": "example.com/maintenance", "effect": "NoExecute"},
+        },
+    }
+    objects = [
+        node("n1"),
+        node("n2"),
+        tainted,
+        gpu_slice("n2", "t4", "16Gi"),
+        rule,
+        device_class("gpu", f'device.driver == "{DRIVER}"'),
+        template("four", "gpu", count=4),
+        pod("four", 1, "four"),
+    ]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    done = run_cli("--cluster", str(path), "--explain", "--seed", "1")
+    assert done.returncode == 0, done.stderr
+    assert "four  <none>  0/2 nodes are available: 2 cannot allocate all claims." in done.stdout
+    lines = done.stdout.splitlines()
+    at = lines.index("  n1: filtered out by DynamicResources: cannot allocate all claims")
+    claim = next(line for line in lines if line.startswith("  claim gpu: ")).split()[2]
+    assert lines[at + 1 : at + 5] == [
+        f"    claim default/{claim}, request gpu: device {DRIVER}/n1/gpu-{i} has taint "
+        "example.com/unhealthy=true:NoSchedule, not tolerated"
+        for i in range(4)
+    ]
+    at = lines.index("  n2: filtered out by DynamicResources: cannot allocate all claims")
+    assert lines[at + 1 :][:2] == [
+        f"    claim default/{claim}, request gpu: device {DRIVER}/n2/gpu-0 has taint "
+        "example.com/maintenance:NoExecute, not tolerated",
+        "",
+    ]
+    done = run_cli("--cluster", str(path), "--explain", "--output", "json", "--seed", "1")
+    (entry,) = json.loads(done.stdout)["pods"]
+    assert entry["nodes"]["n2"]["filter"] == {
+        "plugin": "DynamicResources",
+        "reason": "cannot allocate all claims",
+        "deviceTaints": [
+            f"claim default/{claim}, request gpu: device {DRIVER}/n2/gpu-0 has taint "
+            "example.com/maintenance:NoExecute, not tolerated"
+        ],
+    }

@@ -1,5 +1,6 @@
 """Explanations of scheduling decisions (``simulate --explain``): for every node, the filter verdict
-(plugin and reason) and each score plugin's raw, normalised and weighted score; for a pod that got
+(plugin and reason; for DynamicResources, the device taints that kept the pod's claims from the node's
+devices) and each score plugin's raw, normalised and weighted score; for a pod that got
 PodTopologySpread's default constraints, which ones and from which Services and controllers.
 
 Built only when asked for; nothing here runs on the normal path.
@@ -12,14 +13,18 @@ from typing import Any
 
 from kopf_scheduler.framework.diagnosis import Diagnosis, FitError
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.plugins.names import POD_TOPOLOGY_SPREAD
+from kopf_scheduler.plugins.dynamic_resources import DynamicResources
+from kopf_scheduler.plugins.dynamic_resources.explain import device_taints
+from kopf_scheduler.plugins.names import DYNAMIC_RESOURCES, POD_TOPOLOGY_SPREAD
 from kopf_scheduler.plugins.pod_topology_spread import PodTopologySpread
 from kopf_scheduler.plugins.pod_topology_spread.default_selector import default_selection
 from kopf_scheduler.scheduling.context import ClusterView, ScheduleResult
 
 
-def _verdicts(view: ClusterView, diagnosis: Diagnosis | None) -> dict[str, dict[str, Any]]:
+def _verdicts(view: ClusterView, pod: PodInfo, diagnosis: Diagnosis | None) -> dict[str, dict[str, Any]]:
     nodes: dict[str, dict[str, Any]] = {}
+    framework = view.profiles.get(pod.scheduler_name)
+    dra = framework.plugins.get(DYNAMIC_RESOURCES) if framework is not None else None
     statuses = diagnosis.node_statuses if diagnosis is not None else None
     known = dict(statuses.items()) if statuses is not None else {}
     absent = diagnosis.absent_status if diagnosis is not None else None
@@ -28,6 +33,10 @@ def _verdicts(view: ClusterView, diagnosis: Diagnosis | None) -> dict[str, dict[
         entry: dict[str, Any] = {"filter": None, "scores": {}, "total": None}
         if status is not None:
             entry["filter"] = {"plugin": status.plugin, "reason": status.message()}
+            if status.plugin == DYNAMIC_RESOURCES and isinstance(dra, DynamicResources):
+                taints = device_taints(dra, pod, info.name, dict(info.labels))
+                if taints:
+                    entry["filter"]["deviceTaints"] = taints
         elif statuses is not None and info.name not in known:
             entry["examined"] = False
         nodes[info.name] = entry
@@ -76,7 +85,7 @@ def _with_defaults(view: ClusterView, pod: PodInfo, nodes: dict[str, Any]) -> di
 def explain_success(view: ClusterView, pod: PodInfo, result: ScheduleResult) -> dict[str, Any]:
     """``{"nodes": {name: verdict and scores}, "defaultSpreading": {...}}`` (the latter only when the pod
     got default constraints)."""
-    nodes = _verdicts(view, result.diagnosis)
+    nodes = _verdicts(view, pod, result.diagnosis)
     if result.rows is not None and result.totals is not None:
         infos = view.snapshot.node_infos
         for i, row in enumerate(result.rows.tolist()):
@@ -99,7 +108,7 @@ def explain_success(view: ClusterView, pod: PodInfo, result: ScheduleResult) -> 
 
 
 def explain_failure(view: ClusterView, pod: PodInfo, fit_error: FitError) -> dict[str, Any]:
-    return _with_defaults(view, pod, _verdicts(view, fit_error.diagnosis))
+    return _with_defaults(view, pod, _verdicts(view, pod, fit_error.diagnosis))
 
 
 #: receives each pod's explanation
