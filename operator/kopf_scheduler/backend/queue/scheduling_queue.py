@@ -1,8 +1,8 @@
 """The scheduling queue: which pending pod the scheduler tries next, and when a rejected pod tries again.
 
 kube-scheduler v1.37 semantics (``backend/queue/scheduling_queue.go``, queueing hints GA,
-``SchedulerPopFromBackoffQ`` on; pod groups of ``GenericWorkload``, off by default, are not queued as
-entities):
+``SchedulerPopFromBackoffQ`` on; with ``generic_workload`` (``GenericWorkload``, off by default) a pod
+group's members are queued as one entity, see ``pod_groups``):
 
 - **activeQ**: a heap in queue-sort order (one QueueSort plugin for all profiles), ties by arrival
   sequence. New pods enter it after their profile's PreEnqueue plugins accept them.
@@ -58,6 +58,7 @@ from kopf_scheduler.backend.queue.incoming import (
     IncomingCounts,
 )
 from kopf_scheduler.backend.queue.nominator import Nominator
+from kopf_scheduler.backend.queue.pod_groups import PodGroupQueue, QueuedPodGroupInfo
 from kopf_scheduler.backend.queue.profile_events import (
     ProfileEvents,
     QueueProfile,
@@ -102,8 +103,9 @@ FrameworkLookup = Callable[[str], QueueProfile | None]
 PodCheck = Callable[[PodInfo], bool]
 
 
-class SchedulingQueue:
-    """kube-scheduler's ``PriorityQueue`` and pod nominator (see the module docstring)."""
+class SchedulingQueue(PodGroupQueue):
+    """kube-scheduler's ``PriorityQueue`` and pod nominator (see the module docstring; pod groups, with
+    ``generic_workload``, in ``pod_groups``)."""
 
     def __init__(
         self,
@@ -116,7 +118,9 @@ class SchedulingQueue:
         max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
         pop_from_backoff: bool = True,
         recorder: Recorder | None = None,
+        generic_workload: bool = False,
     ) -> None:
+        self._init_pod_groups(generic_workload)
         self.clock: Clock = clock if clock is not None else RealClock()
         #: where PreEnqueue's duration is reported (the scheduler's recorder)
         self.recorder = recorder if recorder is not None else Recorder()
@@ -203,12 +207,14 @@ class SchedulingQueue:
 
     def _pool_keys(self, qp: QueuedPodInfo) -> frozenset[Hashable] | None:
         profile = self._profile(qp.pod.scheduler_name)
-        return None if profile is None else profile.pod_keys(qp)
+        return None if profile is None or isinstance(qp, QueuedPodGroupInfo) else profile.pod_keys(qp)
 
     # -- new and changed pods --------------------------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
         """A new pending pod: activeQ if its profile's PreEnqueue plugins accept it, else gated. Its
         nomination is recorded either way (upstream v1.37's ``addPod``)."""
+        if self._member_added(pod):
+            return
         if pod.uid in self or pod.uid in self._in_flight:
             self.update(None, pod)
             return
@@ -231,7 +237,7 @@ class SchedulingQueue:
         may move it. In flight, the events are kept for its failure report. Unknown, it is added.
         """
         uid = new.uid
-        if uid in self._gone_in_flight:
+        if uid in self._gone_in_flight or self._member_updated(old, new):
             return
         if uid in self._in_flight:
             before = old if old is not None else self._in_flight.latest(uid)
@@ -288,7 +294,8 @@ class SchedulingQueue:
         self.nominator.delete(uid)
         self._never_active.discard(uid)
         self._flushed_at.pop(uid, None)
-        if self._active.remove(uid) is None and self._backoff.remove(uid) is None:
+        member = self._member_deleted(pod)
+        if not member and self._active.remove(uid) is None and self._backoff.remove(uid) is None:
             self._pool.remove(uid)
         if uid in self._in_flight:
             self._gone_in_flight.add(uid)
@@ -302,13 +309,13 @@ class SchedulingQueue:
         """
         woken = False
         for pod in pods:
-            uid = pod.uid
+            uid = self._entity_uid(pod)
             qp = self._pool.get(uid)
             from_backoff = False
             if qp is None:
                 qp = self._backoff.remove(uid)
                 if qp is None:
-                    self._in_flight.record_for(uid, [EVENT_FORCE_ACTIVATE], None, pod)
+                    self._in_flight.record_for(pod.uid, [EVENT_FORCE_ACTIVATE], None, pod)
                     continue
                 from_backoff = True
             run_pre_enqueue = not (from_backoff and self.pop_from_backoff)
@@ -341,6 +348,8 @@ class SchedulingQueue:
             qp.unschedulable_plugins = set()
             qp.pending_plugins = set()
             qp.last_failure_was_error = False
+            if isinstance(qp, QueuedPodGroupInfo):
+                return self._group_popped(qp)
             self._in_flight.start(qp.pod)
             return qp
 
@@ -383,6 +392,9 @@ class SchedulingQueue:
         plugins' hints: QUEUE requeues it now (backoffQ if still backing off, activeQ if a Pending plugin
         said so or backoff is over), else it waits in the pool. Ends the attempt (``done``).
         """
+        group = self._member_key(qp.pod)
+        if group is not None:
+            return self._member_failed(group, qp)
         uid = qp.pod.uid
         try:
             if uid in self._gone_in_flight or uid in self:
@@ -516,7 +528,7 @@ class SchedulingQueue:
                 and (profile is None or not profile.gating_matches(qp.gated_by, event))
             ):
                 continue
-            strategy = requeue_strategy(profile, qp, event, old, new)
+            strategy = self._entity_strategy(profile, qp, event, old, new)
             if strategy is Strategy.SKIP:
                 continue
             self._pool.remove(qp.pod.uid)
@@ -643,13 +655,14 @@ class SchedulingQueue:
         members waiting for their PodGroup (``incomplete``) or for their group's attempt to end
         (``pending``): none without GenericWorkload (off), but the series exist."""
         gated = self._pool.gated_count
+        incomplete, pending = self._group_counts()
         return {
             ACTIVE: len(self._active),
             BACKOFF: len(self._backoff),
             UNSCHEDULABLE: len(self._pool) - gated,
             GATED: gated,
-            "incomplete": 0,
-            "pending": 0,
+            "incomplete": incomplete,
+            "pending": pending,
         }
 
     def rejectors(self) -> dict[tuple[str, str], int]:
@@ -676,6 +689,9 @@ class SchedulingQueue:
 
     def location(self, uid: str) -> str | None:
         """Where the pod is: ``active``, ``backoff``, ``unschedulable``, ``gated``, ``in_flight`` or None."""
+        member = self._member_location_by_uid(uid)
+        if member is not None:
+            return member
         if uid in self._active:
             return ACTIVE
         if uid in self._backoff:
@@ -688,8 +704,9 @@ class SchedulingQueue:
         return None
 
     def pending(self) -> list[QueuedPodInfo]:
-        """Every waiting pod: activeQ, backoffQ, then the pool (in no particular order within each)."""
-        return [*self._active, *self._backoff, *self._pool]
+        """Every waiting pod: activeQ, backoffQ, then the pool (in no particular order within each); then
+        pod group members waiting outside their group's entity."""
+        return self._expand([*self._active, *self._backoff, *self._pool])
 
     def in_flight(self) -> list[str]:
         """Uids of the pods popped and not done yet, oldest first."""
@@ -702,6 +719,9 @@ class SchedulingQueue:
 
     def _run_pre_enqueue(self, qp: QueuedPodInfo) -> None:
         """Runs the pod's PreEnqueue plugins; a rejection gates it and counts its plugin as a rejector."""
+        if isinstance(qp, QueuedPodGroupInfo):
+            self._run_group_pre_enqueue(qp)
+            return
         profile = self._profile(qp.pod.scheduler_name)
         if profile is None:  # not a profile of ours: the caller decides; nothing gates it here
             qp.gated_by = ""
