@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from waiting import until
 
-from kopf_scheduler.framework.objects import SERVICES, ObjectKind
+from kopf_scheduler.framework.objects import DEVICE_TAINT_RULES, SERVICES, WATCHED_KINDS, ObjectKind
 from kopf_scheduler.service import intake_link
 from kopf_scheduler.service.intake_link import IntakeLink
 
@@ -283,3 +283,31 @@ def test_the_intake_process_writes_a_turns_frames_together_in_order() -> None:
         at += 4 + size
     assert received == sent
     assert writes == 2
+
+
+class _Stdin:
+    def __init__(self) -> None:
+        self.written = b""
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+
+class _Process:
+    returncode = None
+
+    def __init__(self) -> None:
+        self.stdin = _Stdin()
+
+
+@pytest.mark.parametrize("gated_off", [False, True])
+def test_go_names_the_channels_of_kinds_not_fed(gated_off: bool) -> None:
+    """The intake process is told, with "go", which watched kinds to leave out (a kind whose feature gate
+    is off: DeviceTaintRules without DRADeviceTaintRules)."""
+    link = IntakeLink(Sink(), lambda line: None)
+    process = _Process()
+    link._process = process  # type: ignore[assignment]
+    fed = [kind for kind in WATCHED_KINDS if not (gated_off and kind is DEVICE_TAINT_RULES)]
+    link.go(fed)
+    expected = b"go devicetaintrules.resource.k8s.io\n" if gated_off else b"go\n"
+    assert process.stdin.written == expected

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from fake_api import FakeAPI, json_answer
 
+from kopf_scheduler.framework.objects import DEVICE_TAINT_RULES
 from kopf_scheduler.k8s import KubeClient
 from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.service import SchedulerService
@@ -67,3 +68,31 @@ async def test_a_refused_gate_stops_the_start_with_its_line(caplog: pytest.LogCa
         "--feature-gates: cannot set feature gate NodeDeclaredFeatures to false, feature is locked to true"
     )
     assert not service.synced.is_set()
+
+
+@pytest.mark.parametrize(
+    ("settings", "watched"),
+    [
+        pytest.param({"emulated_version": "1.37"}, True, id="1.37-on-by-default"),
+        pytest.param({"emulated_version": "1.36"}, False, id="1.36-off-by-default"),
+        pytest.param(
+            {"emulated_version": "1.37", "feature_gates": "DRADeviceTaintRules=false"}, False, id="turned-off"
+        ),
+    ],
+)
+async def test_device_taint_rules_are_listed_and_watched_only_with_their_gate(
+    caplog: pytest.LogCaptureFixture, settings: dict[str, str], watched: bool
+) -> None:
+    """kube-scheduler starts the DeviceTaintRule informer only with DRADeviceTaintRules on; so the start
+    lists them only then, the intake process is told to leave their channel out otherwise, and an event of
+    theirs (the one-process handlers watch every kind) is ignored."""
+    service, api, _ = await _start(caplog, **settings)
+    path = "/apis/resource.k8s.io/v1/devicetaintrules"
+    assert (path in [r.path for r in api.requests]) is watched
+    assert (DEVICE_TAINT_RULES in service.scheduler.objects.kinds) is watched
+    rule = {
+        "metadata": {"name": "r"},
+        "spec": {"deviceSelector": {"pool": "p"}, "taint": {"key": "k", "effect": "NoSchedule"}},
+    }
+    service.object_event(DEVICE_TAINT_RULES, "ADDED", rule)
+    assert len(service.scheduler.objects.store(DEVICE_TAINT_RULES)) == int(watched)
