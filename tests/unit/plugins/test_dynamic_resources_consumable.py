@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from _dra_kit import objects
+from _dra_kit import Handle, node, objects, pod
 from _dra_upstream_kit import (
     CLASS_A,
     DRIVER_A,
@@ -29,8 +29,12 @@ from _dra_upstream_kit import (
     sub_request,
 )
 
+from kopf_scheduler.api.feature_gates import FeatureGates
+from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.objects import RESOURCE_CLAIMS
 from kopf_scheduler.framework.objects.resource_slices import parse_resource_slice
+from kopf_scheduler.framework.status import Status
+from kopf_scheduler.plugins.dynamic_resources import CANNOT_ALLOCATE, Args, DynamicResources
 from kopf_scheduler.plugins.dynamic_resources.allocator import AllocationError
 from kopf_scheduler.plugins.dynamic_resources.capacity import CapacityError, consumed, fits
 from kopf_scheduler.plugins.dynamic_resources.manager import DraManager
@@ -1063,3 +1067,64 @@ def test_manager_keeps_shares_apart_from_whole_devices() -> None:
     assert shares.capacity == {(DRIVER_A, POOL_1, "shared"): {CAP0: Fraction(3 * 2**30)}}
     store.store(RESOURCE_CLAIMS).delete("default", "b")
     assert manager.shares().capacity == {(DRIVER_A, POOL_1, "shared"): {CAP0: Fraction(2**30)}}
+
+
+# -- the feature gates, through the plugin ------------------------------------------------------------------
+def _filter(gates: dict[str, bool], *raws: dict[str, Any]) -> Status | None:
+    """DynamicResources' Filter on node-1 for a pod using the claim ``claim-0``, under kube-scheduler
+    v1.37.2's gates with ``gates`` set (the DeviceClass is ``PLAIN``'s)."""
+    handle = Handle(objects(*PLAIN, *raws), FeatureGates.resolve((1, 37), gates))
+    plugin = DynamicResources(Args(), handle)
+    state, subject = CycleState(), pod("p", "claim-0")
+    assert plugin.pre_filter(state, subject, []) == (None, None)
+    return plugin.filter(state, subject, node(NODE_1))
+
+
+def _held_share(consumed: str) -> dict[str, Any]:
+    body = claim("held", request("req-0", CLASS_A))
+    body["status"] = {
+        "allocation": allocation(
+            local(NODE_1),
+            {
+                **result("req-0", DRIVER_A, POOL_1, "device-1"),
+                "shareID": "s1",
+                "consumedCapacity": {CAP0: consumed},
+            },
+        )
+    }
+    return body
+
+
+def test_gate_on_a_device_is_shared_by_capacity() -> None:
+    shared = one_slice(device("device-1", {CAP0: "2"}, multiple=True))
+    assert (
+        _filter(
+            {}, *shared, _held_share("1"), claim("claim-0", request("req-0", CLASS_A, capacity=asked("1")))
+        )
+        is None
+    )
+    full = _filter(
+        {}, *shared, _held_share("2"), claim("claim-0", request("req-0", CLASS_A, capacity=asked("1")))
+    )
+    assert full is not None and full.reasons == (CANNOT_ALLOCATE,)
+
+
+def test_gate_off_a_share_takes_the_device_and_capacity_requests_are_refused() -> None:
+    shared = one_slice(device("device-1", {CAP0: "2"}, multiple=True))
+    off = {"DRAConsumableCapacity": False}
+    taken = _filter(off, *shared, _held_share("1"), claim("claim-0", request("req-0", CLASS_A)))
+    assert taken is not None and taken.reasons == (CANNOT_ALLOCATE,)
+    with pytest.raises(AllocationError) as e:
+        _filter(off, *shared, claim("claim-0", request("req-0", CLASS_A, capacity=asked("1"))))
+    assert str(e.value).endswith("has capacity requests, but the DRAConsumableCapacity feature is disabled")
+
+
+def test_partitionable_gate_decides_whether_counters_are_used() -> None:
+    slices = [
+        slice_("a", NODE_1, POOL_1, DRIVER_A, device("device-1", counters=[("set", {"c": "1"})]), count=2),
+        slice_("b", NODE_1, POOL_1, DRIVER_A, count=2, counter_sets=[("set", {"c": "1"})]),
+    ]
+    wanted = claim("claim-0", request("req-0", CLASS_A))
+    assert _filter({}, *slices, wanted) is None
+    off = _filter({"DRAPartitionableDevices": False}, *slices, wanted)
+    assert off is not None and off.reasons == (CANNOT_ALLOCATE,)
