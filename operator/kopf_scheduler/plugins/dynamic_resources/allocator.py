@@ -5,9 +5,11 @@ allocator's flags turn what the gates turn off back to the ``stable`` behaviour)
 For one node and the claims a pod still needs allocated, it searches depth first, claim after claim and
 request after request, one device at a time, for the first set of devices that satisfies everything:
 the device is in a pool the node sees, not allocated to another claim (in the cluster, in flight, or in
-this search), matches the class's and the request's selectors, and keeps every constraint of the claim;
-with partitionable devices its pool's counters must suffice (``sharing``), and with consumable capacity a
-device that allows multiple allocations is taken as a share of its capacity (``capacity``, ``sharing``).
+this search), matches the class's and the request's selectors, has no NoSchedule or NoExecute taint the
+request does not tolerate (DRADeviceTaints; with a DeviceTaintRule's taints: ``taints``), and keeps every
+constraint of the claim; with partitionable devices its pool's counters must suffice (``sharing``), and
+with consumable capacity a device that allows multiple allocations is taken as a share of its capacity
+(``capacity``, ``sharing``).
 A ``firstAvailable`` request takes the first of its subrequests that can be satisfied; ``All`` takes every
 matching device of the node's pools (none incomplete or invalid). A claim holds at most 32 devices.
 
