@@ -4,9 +4,9 @@ device its selector names, and whether a request's tolerations tolerate it.
 
 A DeviceTaintRule's taint counts as if the driver had written it in the slice (upstream's ResourceSlice
 tracker patches the slices the scheduler lists): ``plugins.dynamic_resources.taints`` makes those slices,
-a new value only for a slice a rule touches. A rule without ``deviceSelector`` selects nothing; a selector field left out
-matches any driver, pool or device. The scheduler writes nothing to a rule (its ``status`` conditions are
-kube-controller-manager's eviction controller's).
+a new value only for a slice a rule touches. A rule without ``deviceSelector`` selects nothing; a
+selector field left out matches any driver, pool or device. The scheduler writes nothing to a rule (its
+``status`` conditions are kube-controller-manager's eviction controller's).
 """
 
 from __future__ import annotations
