@@ -6,6 +6,7 @@ server's own objects."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,12 @@ from operator_harness import fresh_cluster
 
 from kopf_scheduler.backend.cache.pod_group_states import PodGroupStates
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
+from kopf_scheduler.framework.objects.pod_group_conditions import (
+    PodGroupCondition,
+    scheduled,
+    set_condition,
+    unschedulable,
+)
 from kopf_scheduler.framework.objects.workload_pod_groups import (
     WORKLOAD_POD_GROUPS,
     parse_workload_pod_group,
@@ -21,6 +28,7 @@ from kopf_scheduler.framework.objects.workload_pod_groups import (
 )
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Code, Status
+from kopf_scheduler.k8s.client import KubeClient
 from kopf_scheduler.plugins.gang_scheduling import GangScheduling
 
 NS = "ml"
@@ -131,3 +139,47 @@ def test_members_are_held_until_min_count_pods_of_the_served_group_exist(cp: Clu
     third = PodInfo(cp.post(f"/api/v1/namespaces/{NS}/pods", member("held-2", "held")))
     states.add_pod(third)
     assert [plugin.pre_enqueue(p) for p in (*pods, third)] == [None, None, None]
+
+
+def test_the_initially_scheduled_condition_written_through_podgroups_status(cp: ClusterHarness) -> None:
+    """The condition kube-scheduler v1.37.2 writes after a pod group cycle, patched into the served
+    PodGroup: False/Unschedulable with the gang's message, then True/Scheduled (a transition), after which
+    a False is not written (it never turns back)."""
+    cp.post(
+        f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups",
+        pod_group("cond", {"gang": {"minCount": 3}}),
+    )
+    path = WORKLOAD_POD_GROUPS.object_path(NS, "cond")
+    message = "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, pod group preemption: x"
+
+    async def write(condition: PodGroupCondition, now: float) -> dict[str, Any] | None:
+        client = KubeClient.from_environment(cp.kubeconfig)
+        try:
+            return await set_condition(client, parse_workload_pod_group(cp.get(path)), condition, now)
+        finally:
+            await client.close()
+
+    answered = asyncio.run(write(unschedulable(message), 1_800_000_000.0))
+    assert answered is not None
+    assert cp.get(path)["status"]["conditions"] == [
+        {
+            "type": "PodGroupInitiallyScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": "2027-01-15T08:00:00Z",
+        }
+    ]
+    assert asyncio.run(write(unschedulable(message), 1_800_000_100.0)) is None  # nothing changed
+    asyncio.run(write(scheduled(), 1_800_000_200.0))
+    assert cp.get(path)["status"]["conditions"] == [
+        {
+            "type": "PodGroupInitiallyScheduled",
+            "status": "True",
+            "reason": "Scheduled",
+            "message": "",
+            "lastTransitionTime": "2027-01-15T08:03:20Z",
+        }
+    ]
+    assert asyncio.run(write(unschedulable(message), 1_800_000_300.0)) is None
+    assert cp.get(path)["status"]["conditions"][0]["status"] == "True"
