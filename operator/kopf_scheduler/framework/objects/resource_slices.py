@@ -59,6 +59,7 @@ class CapacityPolicy:
 #: a counter set of ``sharedCounters``, or a device's consumption of one: (set name, counter -> amount)
 Counters = tuple[str, Mapping[str, Fraction]]
 
+
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Device:
     name: str
