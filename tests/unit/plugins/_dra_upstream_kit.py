@@ -48,11 +48,14 @@ def device(
     counters: Sequence[tuple[str, Mapping[str, str]]] = (),
     node: str | Mapping[str, Any] | None = None,
     multiple: bool = False,
+    binding: tuple[Sequence[str], Sequence[str]] | None = None,
+    taints: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """``device(name, capacity, attributes)``; ``capacity``: name -> quantity text, or name -> a whole
     ``DeviceCapacity`` (with its ``requestPolicy``); ``counters``: ``withDeviceCounterConsumption``;
     ``node``: ``withNodeSelection`` (a node name, ``ALL_NODES`` or a node selector); ``multiple``:
-    ``withAllowMultipleAllocations``."""
+    ``withAllowMultipleAllocations``; ``binding``: ``withBindingConditions`` (conditions, failure
+    conditions); ``taints``: ``withTaints``."""
     out: dict[str, Any] = {"name": name}
     if attributes:
         out["attributes"] = {
@@ -76,6 +79,10 @@ def device(
         out["nodeSelector"] = node
     if multiple:
         out["allowMultipleAllocations"] = True
+    if binding is not None:
+        out["bindingConditions"], out["bindingFailureConditions"] = list(binding[0]), list(binding[1])
+    if taints:
+        out["taints"] = [dict(t) for t in taints]
     return out
 
 
@@ -208,6 +215,7 @@ def result(
     *,
     share: bool = False,
     consumed: Mapping[str, str] | None = None,
+    binding: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """``deviceAllocationResult``, or with ``share`` ``withConsumedCapacity`` (the share's ID is random:
     ``SHARE_ID`` stands for it)."""
@@ -216,6 +224,8 @@ def result(
         out["shareID"] = SHARE_ID
     if consumed:
         out["consumedCapacity"] = dict(consumed)
+    if binding is not None:
+        out["bindingConditions"], out["bindingFailureConditions"] = list(binding[0]), list(binding[1])
     return out
 
 
@@ -236,6 +246,7 @@ def allocate(
     allocated: Sequence[tuple[str, str, str]] = (),
     shares: Shares = NO_SHARES,
     features: Features = ALL_FEATURES,
+    binding_conditions: bool = False,
 ) -> list[dict[str, Any]] | None:
     """The allocations of ``claims`` on ``node``, every share ID replaced by ``SHARE_ID`` (after checking
     that the share IDs are distinct UUIDs); None when they cannot be allocated. Raises
@@ -248,6 +259,7 @@ def allocate(
         DeviceMatcher(),
         features=features,
         shares=shares,
+        binding_conditions=binding_conditions,
     )
     parsed = [store.of(RESOURCE_CLAIMS).get("default", c["metadata"]["name"]) for c in claims]
     found = allocator.allocate(node, dict(labels or node_labels(REGION_1)), parsed)  # type: ignore[arg-type]

@@ -42,6 +42,8 @@ from kopf_scheduler.plugins.dynamic_resources.pools import gather_pools
 from kopf_scheduler.plugins.dynamic_resources.prepare import Features
 
 CS1, CS2 = "counter-set-1", "counter-set-2"
+#: ``taintNoSchedule``
+NO_SCHEDULE = {"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}
 ON = Features(partitionable=True, consumable=False)
 OFF = Features(partitionable=False, consumable=False)
 CLASSES = [device_class(CLASS_A, DRIVER_A)]
@@ -643,6 +645,121 @@ CASES: list[Any] = [
             )
         ],
         id="partitionable-devices-with-attribute-selector",
+    ),
+    pytest.param(
+        [claim("claim-0", request("req-0", CLASS_A, 1))],
+        [
+            slice_(
+                "slice-1",
+                NODE_1,
+                POOL_1,
+                DRIVER_A,
+                device("device-1", counters=[counters(CS1, c="1")], taints=[NO_SCHEDULE]),
+                device("device-2", counters=[counters(CS1, c="1")]),
+                count=2,
+            ),
+            slice_("slice-2", NODE_1, POOL_1, DRIVER_A, count=2, counter_sets=[counters(CS1, c="1")]),
+        ],
+        {},
+        [allocation(local(NODE_1), result("req-0", DRIVER_A, POOL_1, "device-2"))],
+        id="partitionable-devices-taint-releases-counter",
+    ),
+    pytest.param(
+        [claim("claim-0", request("req-0", CLASS_A, 1))],
+        [
+            slice_(
+                "slice-1",
+                NODE_1,
+                POOL_1,
+                DRIVER_A,
+                device(
+                    "device-1",
+                    FROM_COUNTERS,
+                    counters=[counters(CS1, memory="4Gi")],
+                    binding=(["IsPrepare"], ["BindingFailed"]),
+                ),
+                count=2,
+            ),
+            slice_("slice-2", NODE_1, POOL_1, DRIVER_A, count=2, counter_sets=[counters(CS1, memory="8Gi")]),
+        ],
+        {"binding_conditions": True},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0", DRIVER_A, POOL_1, "device-1", binding=(["IsPrepare"], ["BindingFailed"])),
+            )
+        ],
+        id="partitionable-devices-with-binding-conditions",
+    ),
+    pytest.param(
+        [claim("claim-0", request("req-0", CLASS_A, 2))],
+        [
+            slice_(
+                "slice-1",
+                NODE_1,
+                POOL_1,
+                DRIVER_A,
+                device(
+                    "device-1",
+                    FROM_COUNTERS,
+                    counters=[counters(CS1, memory="4Gi")],
+                    binding=(["IsPrepare"], ["BindingFailed"]),
+                ),
+                device(
+                    "device-2",
+                    FROM_COUNTERS,
+                    counters=[counters(CS1, memory="4Gi")],
+                    binding=(["IsPrepare2"], ["BindingFailed2"]),
+                ),
+                count=2,
+            ),
+            slice_("slice-2", NODE_1, POOL_1, DRIVER_A, count=2, counter_sets=[counters(CS1, memory="8Gi")]),
+        ],
+        {"binding_conditions": True},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0", DRIVER_A, POOL_1, "device-1", binding=(["IsPrepare"], ["BindingFailed"])),
+                result("req-0", DRIVER_A, POOL_1, "device-2", binding=(["IsPrepare2"], ["BindingFailed2"])),
+            )
+        ],
+        id="partitionable-devices-with-binding-conditions-multiple",
+    ),
+    pytest.param(
+        [claim("claim-0", request("req-0", CLASS_A, 3))],
+        [
+            slice_(
+                "slice-1",
+                NODE_1,
+                POOL_1,
+                DRIVER_A,
+                device(
+                    "device-1",
+                    FROM_COUNTERS,
+                    counters=[counters(CS1, memory="2Gi")],
+                    binding=(["IsPrepare"], ["BindingFailed"]),
+                ),
+                device("device-2", FROM_COUNTERS, counters=[counters(CS1, memory="2Gi")]),
+                device(
+                    "device-3",
+                    FROM_COUNTERS,
+                    counters=[counters(CS1, memory="4Gi")],
+                    binding=(["IsReady"], ["BindingTimeout"]),
+                ),
+                count=2,
+            ),
+            slice_("slice-2", NODE_1, POOL_1, DRIVER_A, count=2, counter_sets=[counters(CS1, memory="8Gi")]),
+        ],
+        {"binding_conditions": True},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0", DRIVER_A, POOL_1, "device-1", binding=(["IsPrepare"], ["BindingFailed"])),
+                result("req-0", DRIVER_A, POOL_1, "device-2"),
+                result("req-0", DRIVER_A, POOL_1, "device-3", binding=(["IsReady"], ["BindingTimeout"])),
+            )
+        ],
+        id="partitionable-devices-with-binding-conditions-some-devices-no-conditions",
     ),
 ]
 
