@@ -315,3 +315,34 @@ async def test_with_the_gate_off_nothing_is_batched_or_counted(name: str) -> Non
     got = await _run(scheduler, client, pods)
     assert got == [(d.expected_node, False) for d in pods]
     assert _counts(metrics) == {}
+
+
+@pytest.mark.parametrize(("gate", "second"), [(True, "y-5"), (False, "x-4")], ids=["batched", "gate off"])
+async def test_a_batched_pod_follows_the_order_normalised_for_the_pod_before_it(
+    gate: bool, second: str
+) -> None:
+    """The pair of ``tests/e2e/test_batching_vs_kube_scheduler.py`` (kube-scheduler v1.37.2 puts the second
+    on ``y-5``): NodeAffinity's scores the first pod got were normalised against ``c-3``, where it went, and
+    rank ``y-5`` above ``x-4``; scored afresh without ``c-3``, ``x-4`` comes first."""
+    scheduler, client = _scheduler(FeatureGates.resolve((1, 37), {"OpportunisticBatching": gate}))
+    for name, cpu in (("c-3", "1"), ("x-4", "2"), ("y-5", "8")):
+        scheduler.add_node(make_node().name(name).capacity(cpu=cpu, memory="16Gi", pods=110).obj())
+    preferred = [
+        {
+            "weight": weight,
+            "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]},
+        }
+        for n, weight in (("c-3", 100), ("x-4", 10))
+    ]
+    for name in ("pair-0", "pair-1"):
+        pod = make_pod().name(name).scheduler_name(DEFAULT).req(cpu="1", memory="256Mi")
+        scheduler.add_pod(
+            pod.affinity(
+                {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+            ).obj()
+        )
+        qp = scheduler.queue.pop_nowait()
+        assert qp is not None
+        scheduler.schedule_one(qp)
+        await scheduler.wait_for_bindings()
+    assert client.bound == [("default/pair-0", "c-3"), ("default/pair-1", second)]
