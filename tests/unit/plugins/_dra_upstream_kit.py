@@ -58,10 +58,7 @@ def device(
     conditions); ``taints``: ``withTaints``."""
     out: dict[str, Any] = {"name": name}
     if attributes:
-        out["attributes"] = {
-            key: ({"string": v} if isinstance(v, str) else {"bool": v} if isinstance(v, bool) else {"int": v})
-            for key, v in attributes.items()
-        }
+        out["attributes"] = {key: _attribute(v) for key, v in attributes.items()}
     if capacity == FROM_COUNTERS:
         out["capacity"] = {n: {"value": v} for _, used in counters for n, v in used.items()}
     elif capacity:
@@ -84,6 +81,15 @@ def device(
     if taints:
         out["taints"] = [dict(t) for t in taints]
     return out
+
+
+def _attribute(value: Any) -> dict[str, Any]:
+    """A string, bool or int value, or a whole ``DeviceAttribute`` (``{"version": ...}``)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        return {"string": value}
+    return {"bool": value} if isinstance(value, bool) else {"int": value}
 
 
 def region_selector(region: str) -> dict[str, Any]:

@@ -77,6 +77,11 @@ def policy_values(default: str, value: str, *more: str) -> dict[str, Any]:
 
 
 MULTI = [multi_class(CLASS_A, DRIVER_A, True)]
+#: ``withFractionalCapacityRequestPolicyRange(1)``: default 200m, min 200m, step 100m, max 1
+FRACTIONAL_RANGE = {
+    "value": "1",
+    "requestPolicy": {"default": "200m", "validRange": {"min": "200m", "step": "100m", "max": "1"}},
+}
 PLAIN = [device_class(CLASS_A, DRIVER_A)]
 
 
@@ -728,6 +733,341 @@ CASES: list[Any] = [
         {},
         None,
         id="with-distinct-constraints-attribute-not-set",
+    ),
+    pytest.param(
+        [claim("claim-0", request("req-0", CLASS_A))],
+        PLAIN,
+        [
+            slice_(
+                "slice-1",
+                NODE_1,
+                POOL_1,
+                DRIVER_A,
+                device("device-1", counters=[("counter-set-1", {"c": "1"})], multiple=True),
+                count=2,
+            ),
+            slice_(
+                "slice-2", NODE_1, POOL_1, DRIVER_A, count=2, counter_sets=[("counter-set-1", {"c": "1"})]
+            ),
+        ],
+        {"features": BOTH, "shares": Shares(frozenset({(DRIVER_A, POOL_1, "device-1")}), {})},
+        [allocation(local(NODE_1), result("req-0", DRIVER_A, POOL_1, "device-1", share=True))],
+        id="partitionable-consumable-capacity-shared-device-counter-not-recharged",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, capacity=asked("1")),
+                request("req-2", CLASS_A, capacity=asked("2")),
+                first_available(
+                    "req-1",
+                    sub_request(
+                        "subReq-0",
+                        CLASS_A,
+                        1,
+                        f'device.capacity["{DRIVER_A}"]["{CAP0}"].compareTo(quantity("4")) >= 0',
+                        capacity=asked("1"),
+                    ),
+                    sub_request(
+                        "subReq-1",
+                        CLASS_A,
+                        1,
+                        f'device.capacity["{DRIVER_A}"]["{CAP0}"].compareTo(quantity("2")) >= 0',
+                        capacity=asked("1"),
+                    ),
+                ),
+            )
+        ],
+        PLAIN,
+        [
+            slice_(
+                "slice-1",
+                NODE_1,
+                POOL_1,
+                DRIVER_A,
+                device(
+                    "device-1",
+                    {CAP0: "2", CAP1: policy_range("4")},
+                    counters=[("counter-set-1", {CAP0: "2"}), ("counter-set-2", {CAP1: "4"})],
+                    multiple=True,
+                ),
+                device(
+                    "device-2",
+                    {CAP0: "4", CAP1: policy_range("4")},
+                    counters=[("counter-set-1", {CAP0: "4"}), ("counter-set-2", {CAP1: "4"})],
+                    multiple=True,
+                ),
+                device(
+                    "device-3",
+                    {CAP0: "2", CAP1: policy_range("4")},
+                    counters=[("counter-set-1", {CAP0: "2"}), ("counter-set-2", {CAP1: "4"})],
+                    multiple=True,
+                ),
+                count=2,
+            ),
+            slice_(
+                "slice-2",
+                NODE_1,
+                POOL_1,
+                DRIVER_A,
+                count=2,
+                counter_sets=[("counter-set-1", {CAP0: "4"}), ("counter-set-2", {CAP1: "8"})],
+            ),
+        ],
+        {"features": BOTH},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0", DRIVER_A, POOL_1, "device-1", share=True, consumed={CAP0: "1", CAP1: "2"}),
+                result("req-2", DRIVER_A, POOL_1, "device-3", share=True, consumed={CAP0: "2", CAP1: "2"}),
+                result(
+                    "req-1/subReq-1",
+                    DRIVER_A,
+                    POOL_1,
+                    "device-1",
+                    share=True,
+                    consumed={CAP0: "1", CAP1: "2"},
+                ),
+            )
+        ],
+        id="consumable-capacity-with-partitionable-device-multiple-capacity-pools",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A),
+                request("req-1", CLASS_A),
+                request("req-2", CLASS_A),
+                request("req-3", CLASS_A),
+                constraints=[
+                    {"distinctAttribute": f"{DRIVER_A}/boolAttribute", "requests": ["req-0", "req-1"]},
+                    {
+                        "distinctAttribute": f"{DRIVER_A}/driverVersion",
+                        "requests": ["req-0", "req-1", "req-2"],
+                    },
+                    {
+                        "distinctAttribute": f"{DRIVER_A}/numa",
+                        "requests": ["req-0", "req-1", "req-2", "req-3"],
+                    },
+                ],
+            )
+        ],
+        PLAIN,
+        one_slice(
+            device(
+                "device-1",
+                None,
+                {"driverVersion": {"version": "1.0.0"}, "numa": 0, "boolAttribute": True},
+                multiple=True,
+            ),
+            device(
+                "device-2",
+                None,
+                {"driverVersion": {"version": "1.0.1"}, "numa": 1, "boolAttribute": False},
+                multiple=True,
+            ),
+            device(
+                "device-3",
+                None,
+                {"driverVersion": {"version": "1.0.2"}, "numa": 2, "boolAttribute": True},
+                multiple=True,
+            ),
+            device(
+                "device-4",
+                None,
+                {"driverVersion": {"version": "1.0.0"}, "numa": 3, "boolAttribute": True},
+                multiple=True,
+            ),
+        ),
+        {},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0", DRIVER_A, POOL_1, "device-1", share=True),
+                result("req-1", DRIVER_A, POOL_1, "device-2", share=True),
+                result("req-2", DRIVER_A, POOL_1, "device-3", share=True),
+                result("req-3", DRIVER_A, POOL_1, "device-4", share=True),
+            )
+        ],
+        id="with-distinct-constraints",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, 3),
+                constraints=[{"distinctAttribute": f"{DRIVER_A}/stringAttribute"}],
+            )
+        ],
+        PLAIN,
+        one_slice(
+            device("device-1", None, {"stringAttribute": "value1"}),
+            device("device-2", None, {"stringAttribute": "value2"}),
+            device("device-3", None, {"stringAttribute": "value3"}),
+        ),
+        {},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0", DRIVER_A, POOL_1, "device-1"),
+                result("req-0", DRIVER_A, POOL_1, "device-2"),
+                result("req-0", DRIVER_A, POOL_1, "device-3"),
+            )
+        ],
+        id="distinct-constraint-single-request-count-3-all-distinct",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, 2),
+                request("req-1", CLASS_A, 1),
+                constraints=[
+                    {"distinctAttribute": f"{DRIVER_A}/stringAttribute", "requests": ["req-0", "req-1"]}
+                ],
+            )
+        ],
+        PLAIN,
+        one_slice(
+            device("device-1", None, {"stringAttribute": "value1"}),
+            device("device-2", None, {"stringAttribute": "value2"}),
+            device("device-3", None, {"stringAttribute": "value1"}),
+        ),
+        {},
+        None,
+        id="distinct-constraint-two-requests-with-count-not-distinct",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                *(
+                    first_available(
+                        name,
+                        sub_request("subReq-0", CLASS_A, 1, f'device.attributes["{DRIVER_A}"].boolAttribute'),
+                        sub_request("subReq-1", CLASS_A, 1),
+                    )
+                    for name in ("req-0", "req-1", "req-2")
+                ),
+                constraints=[
+                    {"distinctAttribute": f"{DRIVER_A}/boolAttribute", "requests": ["req-0", "req-1"]}
+                ],
+            )
+        ],
+        PLAIN,
+        one_slice(
+            device("device-1", None, {"boolAttribute": True}, multiple=True),
+            device("device-2", None, {"boolAttribute": False}, multiple=True),
+        ),
+        {},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0/subReq-0", DRIVER_A, POOL_1, "device-1", share=True),
+                result("req-1/subReq-1", DRIVER_A, POOL_1, "device-2", share=True),
+                result("req-2/subReq-0", DRIVER_A, POOL_1, "device-1", share=True),
+            )
+        ],
+        id="with-distinct-constraints-with-subrequests",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, 3),
+                constraints=[{"distinctAttribute": f"{DRIVER_A}/numa"}],
+            )
+        ],
+        PLAIN,
+        one_slice(device("device-1"), device("device-2"), device("device-3")),
+        {},
+        None,
+        id="distinct-constraint-single-request-multiple-devices-attribute-not-set",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, 3),
+                constraints=[{"distinctAttribute": f"{DRIVER_A}/numa"}],
+            )
+        ],
+        PLAIN,
+        one_slice(
+            device("device-1", None, {"numa": 1}),
+            device("device-2", None, {"numa": 2}),
+            device("device-3", None, {"numa": 2}),
+            device("device-4", None, {"numa": 2}),
+        ),
+        {},
+        None,
+        id="distinct-constraint-single-request-not-enough-distinct-values",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, 3),
+                constraints=[{"distinctAttribute": f"{DRIVER_A}/numa"}],
+            )
+        ],
+        PLAIN,
+        one_slice(
+            device("device-1", None, {"numa": 1}),
+            device("device-2", None, {"numa": 2}),
+            device("device-3", None, {"numa": 1}),
+            device("device-4", None, {"numa": 3}),
+        ),
+        {},
+        [
+            allocation(
+                local(NODE_1),
+                result("req-0", DRIVER_A, POOL_1, "device-1"),
+                result("req-0", DRIVER_A, POOL_1, "device-2"),
+                result("req-0", DRIVER_A, POOL_1, "device-4"),
+            )
+        ],
+        id="distinct-constraint-single-request-multiple-devices-attribute-set",
+    ),
+    pytest.param(
+        [
+            claim(
+                "claim-0",
+                request("req-0", CLASS_A, capacity=asked("1")),
+                request("req-1", CLASS_A, capacity=asked("1")),
+                constraints=[{"distinctAttribute": f"{DRIVER_A}/stringAttribute"}],
+            )
+        ],
+        MULTI,
+        one_slice(
+            device(
+                "device-1",
+                {CAP0: policy_range("2")},
+                {"stringAttribute": "stringAttributeValue"},
+                multiple=True,
+            )
+        ),
+        {},
+        None,
+        id="distinct-constraint-one-multi-allocatable-device-with-distinct-constraint",
+    ),
+    pytest.param(
+        [claim("claim-0", request("req-0", CLASS_A, capacity=asked("200m")))],
+        MULTI,
+        one_slice(device("device-1", {CAP0: FRACTIONAL_RANGE}, multiple=True)),
+        {},
+        [allocation(local(NODE_1), share("req-0", "device-1", c="1"))],
+        id="consumable-capacity-fractional-range-gate-disabled",
+    ),
+    pytest.param(
+        [claim("claim-0", request("req-0", CLASS_A, capacity=asked("250m")))],
+        MULTI,
+        one_slice(device("device-1", {CAP0: FRACTIONAL_RANGE}, multiple=True)),
+        {"features": Features(partitionable=False, consumable=True, fractional=True)},
+        [allocation(local(NODE_1), share("req-0", "device-1", c="300m"))],
+        id="consumable-capacity-fractional-range-gate-enabled-round-up",
     ),
 ]
 
