@@ -232,19 +232,31 @@ def generated(seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], fr
     slices, allocated = [], set()
     for p in range(rng.randint(1, 3)):
         devices = []
+        counted = rng.random() < 0.15  # a pool with a counter set of its own (partitionable devices)
         for i in range(rng.randint(0, 5)):
             raw = device(f"d{i}", model=rng.choice("ab"), n=rng.randint(0, 5))
             if rng.random() < 0.1:
                 raw["bindingConditions"] = ["ready"]
             if rng.random() < 0.1:
                 raw["consumesCounters"] = [{"counterSet": "s", "counters": {}}]
+            elif counted and rng.random() < 0.6:
+                raw["consumesCounters"] = [{"counterSet": "cs", "counters": {"c": {"value": "1"}}}]
+            if rng.random() < 0.1:  # shared by capacity (consumable capacity)
+                raw["allowMultipleAllocations"] = True
+                raw["capacity"] = {"mem": {"value": str(rng.randint(1, 4))}}
             devices.append(raw)
             if rng.random() < 0.3:
                 allocated.add((DRIVER, f"p{p}", f"d{i}"))
         if devices and rng.random() < 0.1:
             devices.append(dict(devices[0]))  # a duplicate name: the pool is invalid
-        where = {"allNodes": True} if rng.random() < 0.2 else {}
-        slices.append(make_slice("" if where else "n1", *devices, name=f"s{p}", pool=f"p{p}", **where))
+        where: dict[str, Any] = {"allNodes": True} if rng.random() < 0.2 else {}
+        pool_slices = [make_slice("" if where else "n1", *devices, name=f"s{p}", pool=f"p{p}", **where)]
+        if counted:
+            shared = [{"name": "cs", "counters": {"c": {"value": str(rng.randint(0, 2))}}}]
+            pool_slices.append(make_slice("n1", name=f"s{p}-counters", pool=f"p{p}", sharedCounters=shared))
+            for made in pool_slices:
+                made["spec"]["pool"]["resourceSliceCount"] = 2
+        slices += pool_slices
     claims = []
     for c in range(rng.randint(1, 3)):
         requests = []
@@ -254,6 +266,8 @@ def generated(seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], fr
                 exactly["selectors"] = [{"cel": {"expression": rng.choice(EXPRESSIONS)}}]
             if rng.random() < 0.05:
                 exactly["adminAccess"] = True
+            if rng.random() < 0.08:
+                exactly["capacity"] = {"requests": {"mem": str(rng.randint(1, 3))}}
             requests.append(request(f"r{r}", rng.choice(["gpu", "gpu", "sel", "other"]), **exactly))
         claims.append(claim(f"c{c}", *requests))
     return classes + slices, claims, frozenset(allocated), {}
