@@ -4,6 +4,11 @@ the configured strategy (``noderesources/fit.go`` and ``resource_allocation.go``
 Filter: ``Too many pods`` when the pod count is at the limit; ``Insufficient <resource>`` for each
 requested resource that does not fit in ``allocatable - requested``. The status is unresolvable when a
 request exceeds the node's whole allocatable (preemption cannot help; upstream since v1.34, still at v1.37.2).
+With ``DRAExtendedResource`` (``shouldDelegateResourceToDRA``): an extended resource a DeviceClass stands
+for (``framework/objects/extended_resources.py``) is not checked on a node whose allocatable lacks it (or
+has 0 of it); DynamicResources allocates devices for it there instead. A node that advertises the
+resource is checked as for any extended resource. A DeviceClass added, or changed in its
+``extendedResourceName``, requeues the pods requesting a resource it now stands for.
 Score: CPU and memory use non-zero requests (100m / 200 MiB for containers without requests); other
 resources count only when the pod requests them.
 """
@@ -37,6 +42,12 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.objects import DeviceClass
+from kopf_scheduler.framework.objects.extended_resources import (
+    DEVICE_CLASS_PREFIX,
+    DeviceClassResolver,
+    device_class_resolver,
+)
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Code, Status
 from kopf_scheduler.plugins import names
@@ -45,6 +56,8 @@ from kopf_scheduler.plugins.node_resources_fit.args import Args
 
 NAME = names.NODE_RESOURCES_FIT
 TOO_MANY_PODS = "Too many pods"
+#: the feature gate of extended resources backed by DRA
+DRA_EXTENDED_RESOURCE = "DRAExtendedResource"
 
 
 def insufficient(resource: str) -> str:
@@ -71,6 +84,8 @@ class _Request:
     """The requests filter checks: positive, and not ignored by the plugin's arguments."""
 
     amounts: tuple[tuple[str, int], ...]
+    #: the requested resources a DeviceClass stands for: left to DRA on nodes without them
+    delegable: frozenset[str] = frozenset()
 
 
 _FILTER_KEY: StateKey[_Request] = StateKey("PreFilter" + NAME)
@@ -97,8 +112,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
             )
         return [(signers.RESOURCES, sorted(pod.spec_requests.items()))]
 
-    def __init__(self, args: Args) -> None:
+    def __init__(self, args: Args, classes: DeviceClassResolver | None = None) -> None:
         self.args = args
+        #: None: ``DRAExtendedResource`` off, every extended resource is checked against allocatable
+        self.classes = classes
         self.ignored = frozenset(args.ignored_resources)
         self.ignored_groups = frozenset(args.ignored_resource_groups)
         self.weights = np.array([r.weight for r in args.resources], dtype=np.int64)
@@ -113,7 +130,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         # The spec alone: upstream's computePodResourceRequest reads no resize status for a pod being
         # scheduled.
         checked = [(n, a) for n, a in pod.spec_requests.items() if a > 0 and self._checked(n)]
-        return _Request(tuple(sorted(checked, key=_check_order)))
+        delegable: frozenset[str] = frozenset()
+        if self.classes is not None:
+            delegable = frozenset(n for n, _ in checked if self.classes.get(n) is not None)
+        return _Request(tuple(sorted(checked, key=_check_order)), delegable)
 
     def _request(self, state: CycleState, pod: PodInfo) -> _Request:
         found = state.get(_FILTER_KEY)
@@ -133,8 +153,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         unresolvable = False
         if len(node.pods) + 1 > node.allowed_pod_number:
             reasons.append(TOO_MANY_PODS)
-        for name, amount in self._request(state, pod).amounts:
+        request = self._request(state, pod)
+        for name, amount in request.amounts:
             allocatable = node.allocatable.get(name, 0)
+            if allocatable <= 0 and name in request.delegable:
+                continue  # DynamicResources allocates devices for it on this node
             if amount > allocatable - node.requested.get(name, 0):
                 reasons.append(insufficient(name))
                 unresolvable = unresolvable or amount > allocatable
@@ -146,17 +169,24 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
     def filter_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         at, whole = _selector(table, rows)
         ok = table.pod_count[at] + 1 <= table.allowed_pods[at]
-        for name, amount in self._request(state, pod).amounts:
+        request = self._request(state, pod)
+        for name, amount in request.amounts:
             col = table.column.get(name)
             if col is None:
+                if name in request.delegable:
+                    continue  # no node has it: DRA's on every node
                 return np.zeros(len(rows), dtype=bool)
-            ok &= table.allocatable[at, col] - table.requested[at, col] >= amount
+            fits = table.allocatable[at, col] - table.requested[at, col] >= amount
+            if name in request.delegable:
+                fits |= table.allocatable[at, col] <= 0
+            ok &= fits
         return ok[rows] if whole else ok
 
     def filter_statuses(
         self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray
     ) -> RowVerdicts | None:
-        amounts = self._request(state, pod).amounts
+        request = self._request(state, pod)
+        amounts = tuple(a for a in request.amounts if a[0] not in request.delegable or a[0] in table.column)
         at, whole = _selector(table, rows)
         flags = [table.pod_count[at] + 1 > table.allowed_pods[at]]
         unresolvable = np.zeros(len(flags[0]), dtype=bool)
@@ -165,8 +195,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
             if col is None:  # no node has the resource: the per-node form says so
                 return None
             allocatable = table.allocatable[at, col]
-            flags.append(allocatable - table.requested[at, col] < amount)
-            unresolvable |= allocatable < amount
+            checked = allocatable > 0 if name in request.delegable else True
+            flags.append(checked & (allocatable - table.requested[at, col] < amount))
+            unresolvable |= checked & (allocatable < amount)
         # one status per distinct combination of reasons, shared by the rows that have it
         keys = unresolvable.astype(np.int64) << len(flags)
         for bit, flag in enumerate(flags):
@@ -252,6 +283,15 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
                 ClusterEvent(Resource.ASSIGNED_POD, Action.UPDATE_POD_SCALE_DOWN), _assigned_pod_scaled_down
             ),
             ClusterEventWithHint(ClusterEvent(Resource.TARGET_POD, Action.UPDATE_POD_SCALE_DOWN), _queue),
+            *(
+                []
+                if self.classes is None
+                else [
+                    ClusterEventWithHint(
+                        ClusterEvent(Resource.DEVICE_CLASS, Action.ADD | Action.UPDATE), _device_class_changed
+                    )
+                ]
+            ),
         ]
 
     def _node_changed(self, pod: PodInfo, old: Any, new: Any) -> QueueingHint:
@@ -261,6 +301,21 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
         empty.allocatable, empty.allowed_pod_number = new.allocatable, new.allowed_pod_number
         state = CycleState()
         return QueueingHint.QUEUE if self.filter(state, pod, empty) is None else QueueingHint.SKIP
+
+
+def _device_class_changed(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterDeviceClassEvent``: the class now stands for a resource the pod requests (an
+    update only when its ``extendedResourceName`` changed; an added class also by its implicit name)."""
+    if not isinstance(new, DeviceClass):
+        return QueueingHint.QUEUE
+    if isinstance(old, DeviceClass):
+        if (old.extended_resource_name or "") == (new.extended_resource_name or ""):
+            return QueueingHint.SKIP
+    elif DEVICE_CLASS_PREFIX + new.name in pod.requests:
+        return QueueingHint.QUEUE
+    if new.extended_resource_name is not None and new.extended_resource_name in pod.requests:
+        return QueueingHint.QUEUE
+    return QueueingHint.SKIP
 
 
 def _assigned_pod_deleted(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
@@ -294,7 +349,8 @@ def _queue(pod: PodInfo, old: Any, new: Any) -> QueueingHint:
 
 
 def new(args: Args, handle: Handle) -> NodeResourcesFit:
-    return NodeResourcesFit(args)
+    enabled = handle.feature_gates.enabled(DRA_EXTENDED_RESOURCE)
+    return NodeResourcesFit(args, device_class_resolver(handle.objects) if enabled else None)
 
 
 def _selector(table: NodeTable, rows: np.ndarray) -> tuple[slice | np.ndarray, bool]:
