@@ -15,7 +15,11 @@ weight 10 come one after the other. The first takes ``c-3``. The second is offer
 whose NodeAffinity scores were normalised against ``c-3``; a fresh scoring would rank them otherwise
 (docs/architecture.md, "Opportunistic batching").
 
-Compared: every pod's node, and the ``batching`` profile's ``scheduler_batch_attempts_total``,
+Phase three: two identical pods of ``plain``, a profile with the defaults (PodTopologySpread's System
+defaulting), which signs no pod: neither is batched, each attempt counts ``no_hint`` and each stored
+result is flushed as ``pod_not_batchable``.
+
+Compared: every pod's node, and each profile's ``scheduler_batch_attempts_total``,
 ``scheduler_batch_cache_flushed_total`` and ``scheduler_batch_rescore_attempts_total`` read from each
 scheduler's ``/metrics`` at the end.
 """
@@ -40,7 +44,7 @@ pytestmark = pytest.mark.e2e
 
 NS = "batching"
 PROFILE = "batching"
-PTS_LIST = {"name": "PodTopologySpread", "args": {"defaultingType": "List"}}
+PLAIN = "plain"
 KUBE_PROFILES = [
     {
         "schedulerName": PROFILE,
@@ -54,7 +58,8 @@ KUBE_PROFILES = [
                 },
             }
         ],
-    }
+    },
+    {"schedulerName": PLAIN},
 ]
 SCHEDULING_PROFILE = f"""
 apiVersion: kopf-scheduler.io/v1alpha1
@@ -67,6 +72,13 @@ spec:
   - name: PodTopologySpread
     args:
       defaultingType: List
+---
+apiVersion: kopf-scheduler.io/v1alpha1
+kind: SchedulingProfile
+metadata:
+  name: {PLAIN}
+spec:
+  schedulerName: {PLAIN}
 """
 #: phase one: room for two pods each
 NODES = {"n-0": (None, "8", "16Gi"), "n-1": (None, "8", "16Gi"), "n-2": (None, "8", "16Gi")}
@@ -74,6 +86,7 @@ RUN = [f"run-{i}" for i in range(6)]
 #: phase two: name -> (CPUs, pods)
 LATE_NODES = {"c-3": ("1", "110"), "x-4": ("2", "110"), "y-5": ("8", "110")}
 PAIR = ["pair-0", "pair-1"]
+PLAIN_PODS = ["plain-0", "plain-1"]
 TIMEOUT = 60.0
 METRICS = ("scheduler_batch_attempts_total", "scheduler_batch_cache_flushed_total",
            "scheduler_batch_rescore_attempts_total")  # fmt: skip
@@ -95,12 +108,12 @@ def _preferring(weights: dict[str, int]) -> dict[str, Any]:
     }
 
 
-def _pod(name: str, weights: dict[str, int]) -> dict[str, Any]:
+def _pod(name: str, weights: dict[str, int], profile: str = PROFILE) -> dict[str, Any]:
     return pod_manifest(
         name,
         NS,
         requests={"cpu": "1", "memory": "256Mi"},
-        schedulerName=PROFILE,
+        schedulerName=profile,
         affinity=_preferring(weights),
     )
 
@@ -125,28 +138,27 @@ def late_nodes() -> list[dict[str, Any]]:
     return bodies
 
 
-def batch_metrics(url: str) -> dict[str, float]:
-    """The batching profile's batch counters, ``name{label=value}`` -> value."""
+def batch_metrics(url: str) -> dict[str, dict[str, float]]:
+    """Each profile's batch counters, ``name{label=value}`` -> value."""
     context = ssl._create_unverified_context()  # kube-scheduler's self-signed serving certificate
     with urllib.request.urlopen(url, timeout=10, context=context) as resp:
         text = resp.read().decode()
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for line in text.splitlines():
         match = re.fullmatch(r"(\w+)\{(.*)\} (\S+)", line)
         if match is None or match.group(1) not in METRICS:
             continue
         labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(2)))
-        if labels.pop("profile", None) != PROFILE:
-            continue
+        profile = labels.pop("profile", "")
         key = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        out[f"{match.group(1)}{{{key}}}"] = float(match.group(3))
+        out.setdefault(profile, {})[f"{match.group(1)}{{{key}}}"] = float(match.group(3))
     return out
 
 
 @dataclass(frozen=True)
 class Run:
     placements: dict[str, str]
-    metrics: dict[str, float]
+    metrics: dict[str, dict[str, float]]
 
 
 def run(cp: ClusterHarness, scheduler: Scheduler) -> Run:
@@ -161,12 +173,16 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> Run:
     for name in PAIR:
         cp.post(f"/api/v1/namespaces/{NS}/pods", _pod(name, {"c-3": 100, "x-4": 10}))
         placements[name] = wait_until(lambda name=name: pod_outcome(cp, NS, name), TIMEOUT, f"{name} placed")
+    for name in PLAIN_PODS:
+        cp.post(f"/api/v1/namespaces/{NS}/pods", _pod(name, {}, PLAIN))
+        placements[name] = wait_until(lambda name=name: pod_outcome(cp, NS, name), TIMEOUT, f"{name} placed")
     return Run(placements, batch_metrics(scheduler.metrics_url))
 
 
 def apply_profile(cp: ClusterHarness, request: pytest.FixtureRequest) -> None:
     kubectl(cp, "apply", "-f", "-", input=SCHEDULING_PROFILE)
-    wait_profile(cp, PROFILE, "True", timeout=30.0)
+    for name in (PROFILE, PLAIN):
+        wait_profile(cp, name, "True", timeout=30.0)
 
 
 #: kube-scheduler with the ``batching`` profile, then on an identical fresh cluster ``kopf-scheduler run``
@@ -194,7 +210,8 @@ def test_a_run_of_identical_pods_is_placed_as_kube_scheduler_places_it(
     # two by two, best preferred first: the rescored node keeps each next pod while it has room; the
     # second of the pair goes where the first one's order put it (y-5), not where a fresh scoring would
     # (x-4: tests/unit/scheduling/test_opportunistic_batching.py, the gate off)
-    assert kube_scheduler.placements == {
+    batched = {name: kube_scheduler.placements[name] for name in RUN + PAIR}
+    assert batched == {
         "run-0": "n-0", "run-1": "n-0", "run-2": "n-1", "run-3": "n-1", "run-4": "n-2", "run-5": "n-2",
         "pair-0": "c-3", "pair-1": "y-5",
     }, show(kube_scheduler, kopf_scheduler)  # fmt: skip
@@ -204,9 +221,20 @@ def test_the_batch_metrics_are_kube_schedulers(kube_scheduler: Run, kopf_schedul
     assert kopf_scheduler.metrics == kube_scheduler.metrics, show(kube_scheduler, kopf_scheduler)
     # run-1 to run-4 and pair-1 on hints; run-0, run-5 (the memory used up) and pair-0 without; run-5 had
     # one feasible node, nothing to remember; run-1 and run-3 rescored the node before them (with room)
-    assert kube_scheduler.metrics == {
+    assert kube_scheduler.metrics[PROFILE] == {
         "scheduler_batch_attempts_total{result=hint_used}": 5.0,
         "scheduler_batch_attempts_total{result=no_hint}": 3.0,
         "scheduler_batch_cache_flushed_total{reason=empty_list}": 1.0,
         "scheduler_batch_rescore_attempts_total{}": 2.0,
+    }, show(kube_scheduler, kopf_scheduler)
+
+
+def test_the_default_plugins_batch_no_pod(kube_scheduler: Run, kopf_scheduler: Run) -> None:
+    """PodTopologySpread's System defaulting signs no pod: two feasible nodes each time, nothing kept."""
+    assert kopf_scheduler.metrics[PLAIN] == kube_scheduler.metrics[PLAIN], show(
+        kube_scheduler, kopf_scheduler
+    )
+    assert kube_scheduler.metrics[PLAIN] == {
+        "scheduler_batch_attempts_total{result=no_hint}": 2.0,
+        "scheduler_batch_cache_flushed_total{reason=pod_not_batchable}": 2.0,
     }, show(kube_scheduler, kopf_scheduler)
