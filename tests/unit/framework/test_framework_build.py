@@ -256,8 +256,8 @@ def _build_default(**spec: Any) -> Framework:
 #: upstream ``pkg/scheduler/apis/config/testing/defaults/defaults.go`` ``ExpandedPluginsV1``: the default
 #: profile after multiPoint expansion, per extension point in run order (score with weights). v1.37.2's
 #: for NodeName and NodeUnschedulable (both with PreFilter, NodeName first) and NodeDeclaredFeatures;
-#: v1.37.2 also has TaintToleration at preFilter, DynamicResources at score (weight 2), and the PodGroup
-#: points (podGroupPostFilter, placementScore), which this table gains as those plugins follow.
+#: v1.37.2 also has TaintToleration at preFilter and the PodGroup points (podGroupPostFilter,
+#: placementScore), which this table gains as those plugins follow.
 #: One deliberate difference, documented on the plugin: DefaultPreemption has no PreEnqueue here, since
 #: its evictions finish before the preemptor's attempt ends (upstream's PreEnqueue holds the pod back
 #: while ``SchedulerAsyncPreemption`` runs them in a goroutine).
@@ -312,6 +312,7 @@ UPSTREAM_EXPANDED: dict[str, list[Any]] = {
         {"name": "VolumeBinding", "weight": 1},
         {"name": "PodTopologySpread", "weight": 2},
         {"name": "InterPodAffinity", "weight": 2},
+        {"name": "DynamicResources", "weight": 2},
         {"name": "NodeResourcesBalancedAllocation", "weight": 1},
         {"name": "ImageLocality", "weight": 1},
     ],

@@ -304,4 +304,7 @@ def test_pre_bind_error_text() -> None:
     pl.reserve(state, subject, "n1")
     with pytest.raises(Exception, match=r"^add allocation and reservation to claim default/c: invalid$"):
         asyncio.run(pl.pre_bind(state, subject, "n1"))
+    # as upstream, the allocation stays in flight until Unreserve (only a PreBind that succeeds drops it)
+    assert pl.manager.has_pending_allocation("claim-c")
+    pl.unreserve(state, subject, "n1")
     assert not pl.manager.has_pending_allocation("claim-c")

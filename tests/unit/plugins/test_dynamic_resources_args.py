@@ -18,6 +18,8 @@ NO_BINDING_CONDITIONS = FeatureGates((1, 37), {"DRADeviceBindingConditions": Fal
 #: DRAResourceClaimDeviceStatus=false (``deviceStatusDisabled``; locked on from 1.37, so at 1.36)
 NO_DEVICE_STATUS = FeatureGates((1, 36), {"DRAResourceClaimDeviceStatus": False})
 _GATES_OFF = "DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate is disabled"
+#: DRASchedulerFilterTimeout=false (upstream's ``filterTimeoutDisabled``)
+NO_FILTER_TIMEOUT = FeatureGates((1, 37), {"DRASchedulerFilterTimeout": False})
 
 
 def _args(raw: dict[str, Any], gates: FeatureGates = ON) -> Args:
@@ -37,6 +39,13 @@ def _args(raw: dict[str, Any], gates: FeatureGates = ON) -> Args:
             'filterTimeout: Invalid value: "-1s": must be zero or positive',
             id="negative-filter-timeout",
         ),
+        pytest.param(
+            {"filterTimeout": "10s"},
+            NO_FILTER_TIMEOUT,
+            "filterTimeout: Forbidden: DRASchedulingFilterTimeout feature gate is disabled",
+            id="filter-timeout-set-but-disabled",
+        ),
+        pytest.param({}, NO_FILTER_TIMEOUT, None, id="filter-timeout-unset-and-disabled"),
         pytest.param({"bindingTimeout": "30s"}, ON, None, id="valid-binding-timeout"),
         pytest.param(
             {"bindingTimeout": "0s"},
@@ -116,3 +125,8 @@ def test_decoding_and_bounds(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ArgsError) as e:
         _args(raw)
     assert str(e.value) == message
+
+
+def test_filter_timeout_has_no_default_while_its_gate_is_off() -> None:
+    assert _args({}, NO_FILTER_TIMEOUT).filter_timeout_seconds is None
+    assert _args({"filterTimeout": "0s"}).filter_timeout_seconds == 0.0

@@ -180,12 +180,18 @@ def test_pre_bind_waits_until_the_driver_sets_the_conditions() -> None:
     cycle(pl, state)
     pl.reserve(state, pod("p", "c"), NODE)
 
+    in_flight: list[bool] = []
+
     def driver(elapsed: float) -> None:
+        # the allocation stays in flight until PreBind succeeds (upstream's ``prebindSuccessCleanup``)
+        in_flight.append(pl.manager.has_pending_allocation("claim-c"))
         if elapsed >= 5.0:
             set_status(handle, device_status(("condition", "True"), ("failed", "False")))
 
     status, took = pre_bind(pl, handle, state, driver)
     assert (status, took) == (None, 10.0)
+    assert in_flight == [True, True]
+    assert not pl.manager.has_pending_allocation("claim-c")
     assert waits == [("default-scheduler", DRIVER, "success", 10.0)]
     assert allocations == [("default-scheduler", DRIVER, "success")]
 

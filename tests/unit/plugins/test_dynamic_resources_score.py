@@ -4,6 +4,7 @@ and its ``single-claim-prioritized-list-scoring`` and ``multiple-claims-prioriti
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -124,6 +125,11 @@ def scored(
     filtered = {name: pl.filter(state, subject, node(name)) for name in nodes}
     passed = [name for name in nodes if filtered[name] is None]
     raw = {name: pl.score(state, subject, node(name)) for name in passed}
+    # the vectorised form agrees (rows index the snapshot's nodes)
+    infos = [node(name) for name in passed]
+    handle.snapshot = lambda: SimpleNamespace(node_infos=infos)  # type: ignore[attr-defined]
+    rows = np.arange(len(passed))
+    assert pl.score_rows(state, subject, None, rows).tolist() == [raw[name] for name in passed]  # type: ignore[arg-type]
     normalized = np.array([raw[name] for name in passed], dtype=np.int64)
     assert pl.normalize_score(state, subject, normalized) is None
     return {**filtered, **raw}, normalized.tolist()
@@ -179,6 +185,7 @@ def test_subrequests_are_refused_with_prioritized_list_off() -> None:
     assert pl.pre_filter(CycleState(), pod("p", "c"), []) == (
         None,
         unresolvable(
-            "resource claim default/c, request req-1: has subrequests, but the DRAPrioritizedList feature is disabled"
+            "resource claim default/c, request req-1: has subrequests, "
+            "but the DRAPrioritizedList feature is disabled"
         ),
     )

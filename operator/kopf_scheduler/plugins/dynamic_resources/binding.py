@@ -5,7 +5,8 @@ The scheduler writes nothing else of DRA objects: the finalizer and the status o
   ``resource.kubernetes.io/delete-protection`` (a plain update, unless present), then ``status``:
   the allocation and the pod appended to ``reservedFor``. A conflict re-reads the claim and tries again
   (client-go's ``retry.DefaultRetry``: 5 attempts); a claim deleted or allocated elsewhere meanwhile is
-  an error. The claim as written is assumed at once, and its in-flight allocation dropped either way.
+  an error. The claim as written is assumed at once; its in-flight allocation is dropped once the whole
+  PreBind succeeded (another pod of the claim waits until then), or by Unreserve.
 - Unreserve of a claim reserved for the pod: a strategic-merge patch deleting the pod's entry from
   ``reservedFor``; failures are logged (the next attempt finds the claim as it is).
 - PostFilter's deallocation: ``status`` without allocation, reservations and device status.
@@ -84,35 +85,30 @@ async def bind_claim(
 ) -> ResourceClaim:
     """Records the allocation (if the scheduler made it) and the pod's reservation; returns the claim as
     the API server stored it. ``stamp``: the wall clock, when binding conditions are on (the allocation's
-    ``allocationTimestamp``). Raises ``ClaimWriteError``."""
+    ``allocationTimestamp``). The allocation stays in flight: the caller drops it once PreBind succeeded
+    (upstream's ``prebindSuccessCleanup``), else Unreserve does. Raises ``ClaimWriteError``."""
     path = claim_path(claim)
     raw = _writable(claim.raw)
-    try:
-        for attempt in range(RETRY_STEPS):
-            if attempt:  # a conflict: the latest claim, and again
-                try:
-                    latest = await client.get_object(path)
-                except APIError as e:
-                    raise ClaimWriteError(
-                        f"get updated claim {claim.key} after conflict: {e.message}"
-                    ) from None
-                if latest is None:
-                    gone = f'resourceclaims.resource.k8s.io "{claim.name}" not found'
-                    raise ClaimWriteError(f"get updated claim {claim.key} after conflict: {gone}")
-                raw = latest
+    for attempt in range(RETRY_STEPS):
+        if attempt:  # a conflict: the latest claim, and again
             try:
-                written = await _write(client, path, raw, allocation, pod, claim.key, stamp)
-            except _Failed as e:
-                if not e.conflict or attempt == RETRY_STEPS - 1:
-                    raise ClaimWriteError(str(e)) from None
-                continue
-            if allocation is not None:
-                manager.assume(written)
-            return written
-        raise AssertionError("unreachable")
-    finally:
+                latest = await client.get_object(path)
+            except APIError as e:
+                raise ClaimWriteError(f"get updated claim {claim.key} after conflict: {e.message}") from None
+            if latest is None:
+                gone = f'resourceclaims.resource.k8s.io "{claim.name}" not found'
+                raise ClaimWriteError(f"get updated claim {claim.key} after conflict: {gone}")
+            raw = latest
+        try:
+            written = await _write(client, path, raw, allocation, pod, claim.key, stamp)
+        except _Failed as e:
+            if not e.conflict or attempt == RETRY_STEPS - 1:
+                raise ClaimWriteError(str(e)) from None
+            continue
         if allocation is not None:
-            manager.remove_pending_allocation(claim.uid)
+            manager.assume(written)
+        return written
+    raise AssertionError("unreachable")
 
 
 class _Failed(Exception):

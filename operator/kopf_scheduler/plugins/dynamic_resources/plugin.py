@@ -55,8 +55,10 @@ from kopf_scheduler.framework.interface import (
     ScorePlugin,
     SignFragment,
     SignPlugin,
+    VectorScore,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.objects import DEVICE_CLASSES, ResourceClaim
 from kopf_scheduler.framework.objects.extended_resources import device_class_resolver
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -80,8 +82,8 @@ from kopf_scheduler.plugins.dynamic_resources.args import (
 )
 from kopf_scheduler.plugins.dynamic_resources.claims import ClaimError, has_claims, pod_claims
 from kopf_scheduler.plugins.dynamic_resources.manager import manager_for
-from kopf_scheduler.plugins.dynamic_resources.score import compute_score
 from kopf_scheduler.plugins.dynamic_resources.prepare import Features
+from kopf_scheduler.plugins.dynamic_resources.score import compute_score
 from kopf_scheduler.plugins.dynamic_resources.sharing import NO_SHARES
 
 NAME = names.DYNAMIC_RESOURCES
@@ -138,6 +140,7 @@ class DynamicResources(
     EnqueueExtensions,
     SignPlugin,
     ScorePlugin,
+    VectorScore,
 ):
     name = NAME
     has_normalize = True
@@ -366,6 +369,14 @@ class DynamicResources(
             return 0
         return compute_score(data.claims, found.results)
 
+    def score_rows(self, state: CycleState, pod: PodInfo, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """``score`` over many nodes: zeros at once for the pods that have nothing to score (most)."""
+        data = state.read(_KEY)
+        if not self.prioritized_list or not data.node_allocations:
+            return np.zeros(len(rows), dtype=np.int64)
+        infos = self.handle.snapshot().node_infos
+        return np.array([self.score(state, pod, infos[row]) for row in rows.tolist()], dtype=np.int64)
+
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
@@ -433,17 +444,21 @@ class DynamicResources(
             except binding.ClaimWriteError as e:  # likewise; Unreserve deletes a claim it created
                 raise binding.ClaimWriteError(str(e)) from None
             self.manager.remove_pending_allocation(data.extended.initial_uid)
-        if not self.binding_conditions or not bc.has_binding_conditions(data.claims):
-            return None
-        record = getattr(self.handle.client, "record_event", None)
-        if record is not None:
-            message = f"waiting for binding conditions for device on node {node_name}"
-            record(pod, "Normal", bc.PENDING_REASON, bc.PENDING_ACTION, message)
-        clock = self.handle.clock
-        started = clock.now()
-        failure = await self._wait_for_binding(data)
-        self._observe_binding(data, bc.SUCCESS if failure is None else failure[0], clock.now() - started)
-        return None if failure is None else error(failure[1])
+        if self.binding_conditions and bc.has_binding_conditions(data.claims):
+            record = getattr(self.handle.client, "record_event", None)
+            if record is not None:
+                message = f"waiting for binding conditions for device on node {node_name}"
+                record(pod, "Normal", bc.PENDING_REASON, bc.PENDING_ACTION, message)
+            clock = self.handle.clock
+            started = clock.now()
+            failure = await self._wait_for_binding(data)
+            self._observe_binding(data, bc.SUCCESS if failure is None else failure[0], clock.now() - started)
+            if failure is not None:
+                return error(failure[1])  # the allocations stay in flight until Unreserve
+        for index, claim in enumerate(data.claims):  # ``prebindSuccessCleanup``
+            if data.allocations[index] is not None:
+                self.manager.remove_pending_allocation(claim.uid)
+        return None
 
     async def _wait_for_binding(self, data: _State) -> tuple[str, str] | None:
         """``wait.PollUntilContextTimeout`` of ``isPodReadyForBinding`` (at once, then every 5 s, for at
