@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from kopf_scheduler.framework import signers
 from kopf_scheduler.framework.cycle_state import CycleState, StateKey
 from kopf_scheduler.framework.events import ClusterEventWithHint
 from kopf_scheduler.framework.handle import Handle
