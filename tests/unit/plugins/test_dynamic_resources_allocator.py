@@ -159,8 +159,15 @@ def test_result_carries_class_and_claim_config() -> None:
         ),
         pytest.param(
             claim("c", request(count=33)),
-            "claim default/c: number of requested devices 33 exceeds the claim limit of 32",
+            "claim default/c, request req: adding 33 devices exceeds the claim limit of 32, with 0 already "
+            "accounted for",
             id="too-many",
+        ),
+        pytest.param(
+            claim("c", request("req-0", count=20), request("req-1", count=20)),
+            "claim default/c, request req-1: adding 20 devices exceeds the claim limit of 32, with 20 "
+            "already accounted for",
+            id="exact-count-sum-exceeds-claim-limit",
         ),
         pytest.param(
             claim(

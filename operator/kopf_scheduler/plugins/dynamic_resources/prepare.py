@@ -96,21 +96,22 @@ class Preparation(abc.ABC):
             if request.first_available:
                 fewest = None
                 for s, sub in enumerate(request.first_available):
-                    # upstream caches selector results under the previous subrequest's key here
-                    data = self._validate(claim, c, sub, request, (r, max(s - 1, 0)))
+                    data = self._validate(claim, c, sub, request, (r, s))
                     self.requests[(c, r, s)] = data
                     fewest = data.count if fewest is None else min(fewest, data.count)
-                minimum += fewest or 0
+                needed = fewest or 0
             else:
                 assert request.exactly is not None  # pre-filter refused requests of neither kind
                 data = self._validate(claim, c, request.exactly, None, (r, 0))
                 self.requests[(c, r, 0)] = data
-                minimum += data.count
-        if minimum > MAX_DEVICES_PER_CLAIM:
-            raise AllocationError(
-                f"claim {claim.key}: number of requested devices {minimum} exceeds the claim limit of "
-                f"{MAX_DEVICES_PER_CLAIM}"
-            )
+                needed = data.count
+            # compared with what is left, as upstream does (its sum cannot overflow so)
+            if needed > MAX_DEVICES_PER_CLAIM - minimum:
+                raise AllocationError(
+                    f"claim {claim.key}, request {request.name}: adding {needed} devices exceeds the claim "
+                    f"limit of {MAX_DEVICES_PER_CLAIM}, with {minimum} already accounted for"
+                )
+            minimum += needed
         constraints = []
         for i, constraint in enumerate(claim.constraints):
             if constraint.match_attribute is not None:
