@@ -230,3 +230,19 @@ def test_filter_timeout() -> None:
     with pytest.raises(FilterTimeout):
         for _ in range(100):  # the clock is checked every few steps
             allocator.allocate("n1", {}, [parsed])
+
+
+def test_all_devices_of_a_later_subrequest() -> None:
+    """A ``firstAvailable`` subrequest after the first asking for ``All`` devices gets all of them
+    (v0.37.2 goes on with that subrequest from one device to the next)."""
+    none = device_class("none", 'device.driver == "other.example.com"')
+    first = {
+        "name": "req",
+        "firstAvailable": [
+            {"name": "sub-0", "deviceClassName": "none", "count": 1},
+            {"name": "sub-1", "deviceClassName": "gpu", "allocationMode": "All"},
+        ],
+    }
+    assert picked(allocate(claim("c", first), extra=(none,))) == [
+        ["req/sub-1:d0", "req/sub-1:d1", "req/sub-1:d2", "req/sub-1:d3"]
+    ]

@@ -298,8 +298,7 @@ class _Search(Preparation):
             undo = self._allocate_device(c, data, device_id, device, slice_, must=True)
             if undo is None:
                 return False
-            # upstream continues with subrequest index 0 here (``deviceIndices`` without it)
-            return self._continue(undo, c, r, 0, d, in_subrequest)
+            return self._continue(undo, c, r, s, d, in_subrequest)
         usage = self.usage if self.usage is not None and self.features.consumable else None
         for pool in self.pools:
             if pool.invalid:
