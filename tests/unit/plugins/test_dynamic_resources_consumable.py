@@ -1468,3 +1468,20 @@ def test_partitionable_gate_decides_whether_counters_are_used() -> None:
     assert _filter({}, *slices, wanted) is None
     off = _filter({"DRAPartitionableDevices": False}, *slices, wanted)
     assert off is not None and off.reasons == (CANNOT_ALLOCATE,)
+
+
+def test_one_request_takes_a_shared_device_once() -> None:
+    """A request for two devices gets two devices, not two shares of one (the search goes on past the
+    device it took, upstream's ``startLocation``); two requests may share it."""
+    slices = one_slice(device("device-1", {CAP0: "8"}, multiple=True))
+    assert (
+        allocate([claim("claim-0", request("req-0", CLASS_A, 2, capacity=asked("1")))], PLAIN, slices) is None
+    )
+    two = claim(
+        "claim-0",
+        request("req-0", CLASS_A, capacity=asked("1")),
+        request("req-1", CLASS_A, capacity=asked("1")),
+    )
+    assert allocate([two], PLAIN, slices) == [
+        allocation(local(NODE_1), share("req-0", "device-1", c="1"), share("req-1", "device-1", c="1"))
+    ]

@@ -77,6 +77,11 @@ class _MaxSizeExceeded(Exception):
     pass
 
 
+#: (pool, slice, device) positions in the search's order (upstream's ``deviceLocation``)
+_Location = tuple[int, int, int]
+_FIRST: _Location = (0, 0, 0)
+
+
 @dataclass(slots=True, eq=False)
 class Found:
     """The devices picked on one node for each claim, and per claim its requests' names and classes."""
@@ -257,7 +262,10 @@ class _Search(Preparation):
         return Found(self.node, self.claims, self.results, classes)
 
     # -- the search (``allocateOne``) -------------------------------------------------------------------
-    def _one(self, c: int, r: int, s: int, d: int, in_subrequest: bool) -> bool:
+    def _one(self, c: int, r: int, s: int, d: int, in_subrequest: bool, start: _Location = _FIRST) -> bool:
+        """``start``: where the search for the request's next device begins, just past the one it took
+        last (``startLocation``): a request's devices are tried as combinations, not permutations, and a
+        device that allows multiple allocations is not taken twice for one request."""
         self.steps += 1
         if self.deadline and self.steps % 64 == 1 and time.perf_counter() > self.deadline:
             raise FilterTimeout
@@ -300,11 +308,17 @@ class _Search(Preparation):
                 return False
             return self._continue(undo, c, r, s, d, in_subrequest)
         usage = self.usage if self.usage is not None and self.features.consumable else None
-        for pool in self.pools:
+        pools = self.pools
+        for p in range(start[0], len(pools)):
+            pool = pools[p]
             if pool.invalid:
                 continue  # no device of an invalid pool is allocated; ``find`` says so if nothing fits
-            for slice_ in pool.slices:  # an incomplete pool has none
-                for device in slice_.devices:
+            slices = pool.slices  # an incomplete pool has none
+            for i in range(start[1] if p == start[0] else 0, len(slices)):
+                slice_ = slices[i]
+                devices = slice_.devices
+                for j in range(start[2] if p == start[0] and i == start[1] else 0, len(devices)):
+                    device = devices[j]
                     device_id = (pool.driver, pool.name, device.name)
                     if self._unavailable(c, data, device_id):
                         continue
@@ -313,15 +327,22 @@ class _Search(Preparation):
                     if usage is not None and not usage.fits(data, device_id, device, self.claims[c].key):
                         continue
                     undo = self._allocate_device(c, data, device_id, device, slice_, must=False)
-                    if undo is not None and self._continue(undo, c, r, s, d, in_subrequest):
+                    if undo is not None and self._continue(undo, c, r, s, d, in_subrequest, (p, i, j + 1)):
                         return True
         return False
 
     def _continue(
-        self, undo: Callable[[], None], c: int, r: int, s: int, d: int, in_subrequest: bool
+        self,
+        undo: Callable[[], None],
+        c: int,
+        r: int,
+        s: int,
+        d: int,
+        in_subrequest: bool,
+        start: _Location = _FIRST,
     ) -> bool:
         try:
-            done = self._one(c, r, s, d + 1, in_subrequest)
+            done = self._one(c, r, s, d + 1, in_subrequest, start)
         except BaseException:
             undo()
             raise
