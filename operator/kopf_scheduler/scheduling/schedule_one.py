@@ -72,7 +72,11 @@ class BatchCycle:
 
     def __init__(self, batch: OpportunisticBatch, pod: PodInfo, cycle: int, recorder: Recorder) -> None:
         self.batch = batch
+        started = now()
         self.signature = batch.sign_pod(pod)
+        # upstream times SignPod as the extension point "Sign" when the queue takes the pod in (its status
+        # label is always Success: the status it reports is never set); here once per attempt
+        recorder.observe("Sign", None, batch.framework.profile_name, started)
         self.cycle = cycle
         self.recorder = recorder
         self.hint = ""

@@ -337,6 +337,7 @@ async def test_extension_points_of_a_bound_pod() -> None:
     # scored; no claims: the pre-flights skip, and PreBind runs (and is timed) all the same
     assert counted == {
         ("PreEnqueue", "Success"),
+        ("Sign", "Success"),  # OpportunisticBatching: the pod is signed (the default profile signs none)
         ("PreFilter", "Success"),
         ("Filter", "Success"),
         ("Reserve", "Success"),
