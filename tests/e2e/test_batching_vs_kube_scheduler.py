@@ -11,7 +11,7 @@ node remembered. The last pod finds one node left, which it takes without a hint
 
 Phase two, once the first six are bound (their nodes full): ``c-3`` (room for one pod), ``x-4`` (2 CPUs)
 and ``y-5`` (8 CPUs) join, and two identical pods of 1 CPU preferring ``c-3`` at weight 100 and ``x-4`` at
-weight 10 come one after the other. The first takes ``c-3``. The second is offered the first one's order,
+weight 10 are created at once. The first takes ``c-3``. The second is offered the first one's order,
 whose NodeAffinity scores were normalised against ``c-3``; a fresh scoring would rank them otherwise
 (docs/architecture.md, "Opportunistic batching").
 
@@ -170,8 +170,9 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> Run:
         placements[name] = wait_until(lambda name=name: pod_outcome(cp, NS, name), TIMEOUT, f"{name} placed")
     for body in late_nodes():
         cp.post("/api/v1/nodes", body)
-    for name in PAIR:
+    for name in PAIR:  # at once: the second comes within the 500 ms the first one's memory lasts
         cp.post(f"/api/v1/namespaces/{NS}/pods", _pod(name, {"c-3": 100, "x-4": 10}))
+    for name in PAIR:
         placements[name] = wait_until(lambda name=name: pod_outcome(cp, NS, name), TIMEOUT, f"{name} placed")
     for name in PLAIN_PODS:
         cp.post(f"/api/v1/namespaces/{NS}/pods", _pod(name, {}, PLAIN))
