@@ -51,7 +51,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kopf_scheduler.framework.client import APIError
+from kopf_scheduler.framework.client import APIError, PreemptorGroup
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s.binding import binding_body
 from kopf_scheduler.k8s.conditions import pod_scheduled_false
@@ -242,7 +242,9 @@ class FakeAPI:
             message = f"binding {pod.key} to {node_name}: {response.message()}"
             raise APIError(response.status, message, settled=True if response.status == 404 else None)
 
-    async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+    async def evict(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
         """The victim's DELETE; 404: gone already, no error."""
         path = resource_path("v1", "pods", victim.name, namespace=victim.namespace)
         response = await self._send(Request("DELETE", path, delete_options(victim), JSON, pod=victim))
@@ -262,8 +264,11 @@ class FakeAPI:
         """The pod's ``nominatedNodeName`` as the real client sees it: its last write, else the pod's."""
         return self._nominations.get(pod.uid, pod.nominated_node_name)
 
-    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
-        note = f"Preempted by pod {preemptor.uid} on node {node_name} (in kube-scheduler memory)."
+    def record_preempted_in_memory(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
+        by = f"pod {preemptor.uid}" if group is None else f"podgroup {group.uid}"
+        note = f"Preempted by {by} on node {node_name} (in kube-scheduler memory)."
         event = {
             "type": "Normal",
             "reason": "Preempted",

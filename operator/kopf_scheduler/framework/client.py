@@ -8,9 +8,20 @@ them, and never blocks a scheduling cycle.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kopf_scheduler.framework.pod_info import PodInfo
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptorGroup:
+    """A Workload API PodGroup preempting (pod group preemption): the victims' events and conditions name
+    it, not a pod."""
+
+    namespace: str
+    name: str
+    uid: str
 
 
 class APIError(Exception):
@@ -51,12 +62,17 @@ class ClusterClient(Protocol):
         the node it is about to bind a pod to whose Permit wait or PreBind takes time
         (NominatedNodeNameForExpectation). Failures are logged, not raised."""
 
-    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+    def record_preempted_in_memory(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
         """The ``Normal Preempted`` event (action ``Preempting``, the preemptor as the related object) for
         a victim stopped inside the scheduler instead of deleted (waiting at Permit, or in PreBind):
-        ``Preempted by pod <preemptor UID> on node <node_name> (in kube-scheduler memory).``"""
+        ``Preempted by pod <preemptor UID> on node <node_name> (in kube-scheduler memory).``; with
+        ``group``, ``podgroup <its UID>`` and the PodGroup as the related object."""
 
-    async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+    async def evict(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
         """Preempts ``victim`` (on ``node_name``) for ``preemptor``, as kube-scheduler's ``PreemptPod``:
 
         1. Adds the pod condition ``type: DisruptionTarget, status: "True", reason:
@@ -68,6 +84,9 @@ class ClusterClient(Protocol):
         3. Records the event ``type: Normal, reason: Preempted, action: Preempting`` on the victim, with
            the preemptor as the related object and the note ``Preempted by pod <preemptor UID> on node
            <node_name>``.
+
+        With ``group`` (pod group preemption) the condition says ``a higher priority podgroup``, and the
+        event ``Preempted by podgroup <its UID> on node <node_name>`` with the PodGroup as the related object.
 
         A 404 at step 1 or 2 means the victim is already gone: return without the event. Any other
         failure raises ``APIError`` (the preemptor is then retried at once). Preemption relies on step 1:

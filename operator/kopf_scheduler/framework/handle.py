@@ -16,6 +16,7 @@ from kopf_scheduler.framework.interface import PreFilterExtensions, SnapshotList
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import ClusterListers
 from kopf_scheduler.framework.objects.podgroups import GroupMembers
+from kopf_scheduler.framework.objects.workload_pod_groups import PodGroupManager
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status
 
@@ -74,6 +75,8 @@ class Handle(Protocol):
     clock: Clock
     #: the pods of each PodGroup, by namespace and group name (the Coscheduling plugin counts them)
     group_members: GroupMembers
+    #: the Workload API's PodGroups and the states of their pods (GangScheduling reads them)
+    pod_groups: PodGroupManager
     #: the Kubernetes feature gates in force (upstream's names and versioned defaults); available from
     #: the plugin's construction on. Plugins read the gates in ``feature_gates.READ``; for every other gate
     #: the code behaves as ``IMPLEMENTED`` says
@@ -123,3 +126,8 @@ class Handle(Protocol):
     def run_filter_with_nominated_pods(
         self, state: CycleState, pod: PodInfo, node: NodeInfo
     ) -> Status | None: ...
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        """The Reserve plugins (pod group preemption assumes a gang's pods while it checks victims)."""
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...

@@ -20,7 +20,7 @@ Contracts every implementation keeps:
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import ClusterEventWithHint
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.objects.workload_pod_groups import WorkloadPodGroup
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from kopf_scheduler.framework.status import Status
 
@@ -330,6 +331,58 @@ class PostBindPlugin(Plugin):
     @abc.abstractmethod
     async def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         """Informational, after a successful bind."""
+
+
+# -- the pod group scheduling cycle (GenericWorkload) ---------------------------------------------------
+class PlacementFeasiblePlugin(Plugin):
+    """Whether a pod group can still meet its constraints, asked before the cycle tries its pods and after
+    each (upstream's ``PlacementFeasiblePlugin``; kube-scheduler v1.37.2 asks GangScheduling only)."""
+
+    @abc.abstractmethod
+    def placement_feasible(self, group: WorkloadPodGroup, scheduled: int, remaining: int) -> Status | None:
+        """``scheduled``: the group's pods assumed or bound so far (this cycle's included); ``remaining``:
+        its pods not tried yet. None: feasible; Wait: not yet; Unschedulable: never in this cycle."""
+
+
+@dataclass(slots=True)
+class ProposedAssignment:
+    """A pod of a group and the node a pod group cycle found for it, with the pod's cycle state."""
+
+    pod: PodInfo
+    node_name: str
+    state: CycleState
+
+
+#: runs the pod group cycle's algorithm again (on the snapshot as it is now): the assignments it found
+#: and the group's status (awaited: it awaits scheduler extenders, and nothing else)
+PodGroupSchedulingFunc = Callable[[], Awaitable[tuple[list[ProposedAssignment], Status | None]]]
+
+
+@dataclass(slots=True)
+class PodGroupPostFilterResult:
+    #: pod uid -> the node it is nominated to
+    nominations: dict[str, str] = field(default_factory=dict)
+    #: API work (preemption's evictions) the scheduler awaits outside the cycle before the group's pods
+    #: are reported; returns an error status or None
+    prepare: Callable[[], Awaitable[Status | None]] | None = None
+    #: pods removed to make room, for reporting
+    victims: list[PodInfo] = field(default_factory=list)
+
+
+class PodGroupPostFilterPlugin(Plugin):
+    """Tries to make a pod group schedulable after its cycle failed (pod group preemption)."""
+
+    @abc.abstractmethod
+    async def pod_group_post_filter(
+        self,
+        group: WorkloadPodGroup,
+        unscheduled: Sequence[PodInfo],
+        states: Mapping[str, CycleState],
+        schedule: PodGroupSchedulingFunc,
+    ) -> tuple[PodGroupPostFilterResult | None, Status | None]:
+        """``unscheduled``: the group's pods in this cycle, in its order; ``states``: by pod uid, the cycle
+        state of each pod the cycle tried. Must not suspend other than in ``schedule`` (its cycle may run
+        without an event loop)."""
 
 
 EXTENSION_POINTS: dict[str, type[Plugin]] = {

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from kopf_scheduler.framework.client import APIError
+from kopf_scheduler.framework.client import APIError, PreemptorGroup
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.k8s.binding import DEFAULT_CONCURRENCY, Binder
@@ -166,9 +166,12 @@ class KubeClient:
         self._loop = asyncio.get_running_loop()
         await self.pod_status.nominate(pod, node_name)
 
-    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
-        note = f"Preempted by pod {preemptor.uid} on node {node_name} (in kube-scheduler memory)."
-        self._in_loop(self._record_preempted, victim, preemptor, note)
+    def record_preempted_in_memory(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
+        by = f"pod {preemptor.uid}" if group is None else f"podgroup {group.uid}"
+        note = f"Preempted by {by} on node {node_name} (in kube-scheduler memory)."
+        self._in_loop(self._record_preempted, victim, preemptor, note, group)
 
     def record_event(self, pod: PodInfo, kind: str, reason: str, action: str, note: str) -> None:
         """An event of a plugin about ``pod`` from its profile's recorder (DynamicResources' Normal
@@ -178,22 +181,29 @@ class KubeClient:
         )
         self._in_loop(self.events.record, occurrence)
 
-    def _record_preempted(self, victim: PodInfo, preemptor: PodInfo, note: str) -> None:
+    def _record_preempted(
+        self, victim: PodInfo, preemptor: PodInfo, note: str, group: PreemptorGroup | None = None
+    ) -> None:
+        related = pod_ref(preemptor) if group is None else _pod_group_ref(group)
         self.events.record(
             Occurrence(
                 pod_ref(victim), NORMAL, REASON_PREEMPTED, ACTION_PREEMPTING, note,
-                related=pod_ref(preemptor), reporting_controller=self._controller_for(preemptor),
+                related=related, reporting_controller=self._controller_for(preemptor),
             )
         )  # fmt: skip
 
-    async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+    async def evict(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
         """``DisruptionTarget`` condition, DELETE, then the ``Preempted`` event (see ``eviction``)."""
         self._loop = asyncio.get_running_loop()
+        kind = "pod" if group is None else "podgroup"
         if not await preempt(
-            self.writes, victim, preemptor, self.clock, rfc3339(self.wall()), self.retry_delays
+            self.writes, victim, preemptor, self.clock, rfc3339(self.wall()), self.retry_delays, kind
         ):
             return  # already gone
-        self._record_preempted(victim, preemptor, f"Preempted by pod {preemptor.uid} on node {node_name}")
+        by = f"pod {preemptor.uid}" if group is None else f"podgroup {group.uid}"
+        self._record_preempted(victim, preemptor, f"Preempted by {by} on node {node_name}", group)
 
     def pod_deleted(self, uid: str) -> None:
         """The pod ``uid`` is gone: what is kept to aggregate its events and to patch its status goes."""
@@ -446,3 +456,13 @@ class KubeClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _pod_group_ref(group: PreemptorGroup) -> ObjectRef:
+    return ObjectRef(
+        kind="PodGroup",
+        namespace=group.namespace,
+        name=group.name,
+        uid=group.uid,
+        api_version="scheduling.k8s.io/v1beta1",
+    )

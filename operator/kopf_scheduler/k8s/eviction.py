@@ -29,12 +29,13 @@ DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 
-def disruption_target(preemptor: PodInfo, victim: PodInfo) -> dict[str, Any]:
+def disruption_target(preemptor: PodInfo, victim: PodInfo, kind: str = "pod") -> dict[str, Any]:
+    """``kind``: what preempts, ``pod`` or ``podgroup`` (then ``preemptor`` is one of its pods)."""
     condition: dict[str, Any] = {
         "type": DISRUPTION_TARGET,
         "status": "True",
         "reason": REASON_PREEMPTION_BY_SCHEDULER,
-        "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
+        "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority {kind}",
     }
     generation = (victim.raw.get("metadata") or {}).get("generation")
     if isinstance(generation, int) and generation:
@@ -68,10 +69,12 @@ async def preempt(
     clock: Clock,
     now: str,
     retry_delays: Sequence[float] = DEFAULT_RETRY_DELAYS,
+    kind: str = "pod",
 ) -> bool:
     """Mark and delete ``victim``; False when it was already gone; ``APIError`` for other failures."""
     pod_path = resource_path("v1", "pods", victim.name, namespace=victim.namespace)
-    patch = status_patch(victim.raw.get("status") or {}, disruption_target(preemptor, victim), None, now)
+    condition = disruption_target(preemptor, victim, kind)
+    patch = status_patch(victim.raw.get("status") or {}, condition, None, now)
     if patch is not None:
         if _uid(victim):
             patch = {"metadata": {"uid": _uid(victim)}, **patch}

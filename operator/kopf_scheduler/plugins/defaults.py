@@ -5,9 +5,10 @@ NodeName runs before NodeUnschedulable. The volume plugins sit where upstream pu
 NodeResourcesFit and PodTopologySpread: VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone.
 DynamicResources, weight 2, sits before DefaultPreemption, where upstream's ``applyFeatureGates`` inserts
 it with DynamicResourceAllocation on (GA; kopf-scheduler behaves as on whatever its value).
-NodeDeclaredFeatures is appended when its gate is on in ``gates`` (on from 1.36), as upstream appends it.
-The gates of upstream's other additions (DeferredPodScheduling, GangScheduling, TopologyPlacementGenerator,
-PodGroupPodsCount) are off by default and not implemented, so their plugins never join.
+NodeDeclaredFeatures is appended when its gate is on in ``gates`` (on from 1.36), as upstream appends it, and
+then GangScheduling when GenericWorkload is on (off by default). The gates of upstream's other additions
+(DeferredPodScheduling, TopologyPlacementGenerator, PodGroupPodsCount) are off by default and not
+implemented, so their plugins never join.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def default_multi_point(gates: FeatureGates = DEFAULT_GATES) -> list[tuple[str, 
     plugins = list(BASE_MULTI_POINT)
     if gates.enabled("NodeDeclaredFeatures"):
         plugins.append((names.NODE_DECLARED_FEATURES, 0))
+    if gates.enabled("GenericWorkload"):
+        plugins.append((names.GANG_SCHEDULING, 0))
     return plugins
 
 

@@ -20,5 +20,7 @@ NODE_RESOURCES_BALANCED_ALLOCATION = "NodeResourcesBalancedAllocation"
 IMAGE_LOCALITY = "ImageLocality"
 DEFAULT_BINDER = "DefaultBinder"
 NODE_DECLARED_FEATURES = "NodeDeclaredFeatures"
+#: the Workload API's gangs (GenericWorkload; in the default set only with that gate on)
+GANG_SCHEDULING = "GangScheduling"
 #: scheduler-plugins' gang scheduling (not a kube-scheduler plugin, not in the default profile)
 COSCHEDULING = "Coscheduling"

@@ -26,6 +26,7 @@ IN_TREE: dict[str, str] = {
     names.IMAGE_LOCALITY: "kopf_scheduler.plugins.image_locality",
     names.DEFAULT_BINDER: "kopf_scheduler.plugins.default_binder",
     names.NODE_DECLARED_FEATURES: "kopf_scheduler.plugins.node_declared_features",
+    names.GANG_SCHEDULING: "kopf_scheduler.plugins.gang_scheduling",
     names.COSCHEDULING: "kopf_scheduler.plugins.coscheduling",
 }
 

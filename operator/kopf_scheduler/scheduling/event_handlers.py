@@ -28,6 +28,7 @@ from kopf_scheduler.framework.node_info import NodeInfo, NodeParseError
 from kopf_scheduler.framework.objects import (
     DEVICE_TAINT_RULES,
     RESOURCE_SLICES,
+    WORKLOAD_POD_GROUPS,
     DeviceTaintRule,
     ObjectKind,
     ObjectParseError,
@@ -181,6 +182,7 @@ class EventHandlers:
             else:
                 self._unserved[pod.uid] = pod
             return
+        self.cache.pod_group_member_seen(pod)
         queued = self.queue.get(pod.uid)
         if queued is not None and _same_version(queued.pod.raw, raw):
             return  # a re-list's copy of a pending pod held as it is: upstream skips equal resourceVersions
@@ -216,6 +218,7 @@ class EventHandlers:
         pod = PodInfo.reference(raw)
         self._unserved.pop(pod.uid, None)
         self.group_members.remove(pod.uid)
+        self.cache.pod_group_member_gone(pod)
         if not _is_assigned(raw) and self.cache.is_assumed(pod.uid):
             # Its nomination needs no event of its own: the room it held on its node is announced.
             self.queue.delete(pod, bound=True)
@@ -268,6 +271,13 @@ class EventHandlers:
             log.warning("ignoring %s %s: %s", kind, name, e)
             return
         action = Action.ADD if old is None else Action.UPDATE
+        if kind is WORKLOAD_POD_GROUPS:  # its pods' states and queue entity follow first, as upstream
+            if self.cache.pod_groups_enabled:
+                self.cache.pod_groups.set_pod_group(new)
+            if old is None:
+                self.queue.add_pod_group(new)
+            else:
+                self.queue.update_pod_group(new)
         self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, action], old, new)
         if kind is DEVICE_TAINT_RULES:
             self._taint_rule_changed(old, new)
@@ -275,6 +285,10 @@ class EventHandlers:
     def delete_object(self, kind: ObjectKind[Any], namespace: str, name: str) -> None:
         old = self.objects.store(kind).delete(namespace, name)
         if old is not None:
+            if kind is WORKLOAD_POD_GROUPS:
+                if self.cache.pod_groups_enabled:
+                    self.cache.pod_groups.remove_pod_group(namespace, name)
+                self.queue.delete_pod_group(namespace, name)
             self.queue.move_all_to_active_or_backoff(OBJECT_EVENTS[kind.resource, Action.DELETE], old, None)
             if kind is DEVICE_TAINT_RULES:
                 self._taint_rule_changed(old, None)

@@ -29,6 +29,7 @@ from kopf_scheduler.backend.cache import Cache, Snapshot
 from kopf_scheduler.backend.objects import ClusterObjects
 from kopf_scheduler.backend.objects.members import GroupMembersIndex
 from kopf_scheduler.backend.queue import SchedulingQueue
+from kopf_scheduler.backend.queue.pod_groups import QueuedPodGroupInfo
 from kopf_scheduler.framework.client import ClusterClient
 from kopf_scheduler.framework.clock import Clock, RealClock
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudgets
@@ -48,6 +49,7 @@ from kopf_scheduler.framework.runtime.build import build_framework
 from kopf_scheduler.framework.runtime.framework import Framework, profile_replaced_message
 from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.runtime.registry import Registry
+from kopf_scheduler.framework.status import Code, Status
 from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.plugins.names import NODE_RESOURCES_FIT, PRIORITY_SORT
 from kopf_scheduler.plugins.priority_sort import PrioritySort
@@ -56,6 +58,7 @@ from kopf_scheduler.scheduling.context import Explains
 from kopf_scheduler.scheduling.event_handlers import EventHandlers
 from kopf_scheduler.scheduling.explain import Explainer, Sink
 from kopf_scheduler.scheduling.schedule_one import REASON_SCHEDULER_ERROR, now, scheduling_cycle
+from kopf_scheduler.scheduling.schedule_pod_group import schedule_pod_group
 from kopf_scheduler.scheduling.shadow import SAME as SHADOW_SAME
 from kopf_scheduler.scheduling.shadow import ShadowDecision
 from kopf_scheduler.scheduling.shadow import judge as judge_shadow
@@ -183,6 +186,12 @@ class Scheduler(EventHandlers):
         #: the feature gates every profile's plugins see (the service resolves them before building any)
         self.feature_gates: FeatureGates = DEFAULT_GATES
 
+    def use_pod_groups(self, enabled: bool) -> None:
+        """GenericWorkload: the Workload API's pod groups are kept (the cache's pod group states) and
+        queued and scheduled as groups; off, their pods are scheduled one by one as any other."""
+        self.cache.pod_groups_enabled = enabled
+        self.queue.pod_groups_enabled = enabled
+
     # -- profiles --------------------------------------------------------------------------------------
     def build_profile(self, spec: ProfileSpec) -> Framework:
         """Builds (validates) a profile without serving it; raises ``ProfileError``."""
@@ -201,6 +210,7 @@ class Scheduler(EventHandlers):
         framework.disruption_budgets = self.disruption_budgets
         framework.pod_known = self.pod_known
         framework.group_members = self.group_members
+        framework.pod_groups = self.cache.pod_groups
         framework.activate_pods = self.queue.activate
         return framework
 
@@ -286,7 +296,12 @@ class Scheduler(EventHandlers):
 
     # -- the loop --------------------------------------------------------------------------------------
     def schedule_one(self, qp: QueuedPodInfo) -> None:
-        """One pod's scheduling cycle, run eagerly; a profile with extenders needs ``schedule_one_async``."""
+        """One pod's scheduling cycle, run eagerly; a profile with extenders needs ``schedule_one_async``.
+        A pod group's members (GenericWorkload) go through one pod group cycle (``schedule_pod_group``)."""
+        if isinstance(qp, QueuedPodGroupInfo):
+            for coroutine in run_eagerly(schedule_pod_group(self, self.profiles.get, qp)):
+                self._start_binding(coroutine)
+            return
         framework = self.profiles.get(qp.pod.scheduler_name)
         if framework is None or qp.pod.deletion_timestamp:
             if framework is None and not qp.pod.deletion_timestamp:
@@ -305,6 +320,10 @@ class Scheduler(EventHandlers):
         profiles are not held. An attempt whose extender calls do not settle within
         ``MAX_REPLAY_ROUNDS`` rounds (the cluster kept changing what it asks) fails with an error and
         backoff: the loop never waits for an extender itself."""
+        if isinstance(qp, QueuedPodGroupInfo):  # with extenders, its cycle awaits them in the loop
+            for coroutine in await schedule_pod_group(self, self.profiles.get, qp):
+                self._start_binding(coroutine)
+            return
         framework = self.profiles.get(qp.pod.scheduler_name)
         uid = qp.pod.uid
         if framework is None or not framework.extenders or qp.pod.deletion_timestamp:
@@ -373,7 +392,13 @@ class Scheduler(EventHandlers):
                     self.queue.resume(behind.popleft())
 
     def fail_attempt(self, qp: QueuedPodInfo, message: str) -> None:
-        """Ends ``qp``'s attempt as an error: backoff, and a ``FailedScheduling`` event saying why."""
+        """Ends ``qp``'s attempt as an error: backoff, and a ``FailedScheduling`` event saying why (to each
+        member of a pod group)."""
+        if isinstance(qp, QueuedPodGroupInfo):
+            for member in qp.members:
+                self.fail_attempt(member, message)
+            self.queue.add_attempted_pod_group_if_needed(qp, Status(Code.ERROR, (message,)))
+            return
         qp.unschedulable_plugins, qp.pending_plugins = set(), set()
         qp.last_failure_was_error = True
         if self.queue.add_unschedulable_if_not_present(qp) is not None:

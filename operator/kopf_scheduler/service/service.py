@@ -147,8 +147,10 @@ class SchedulerService:
         except FeatureGateError as e:
             self.supervisor.fail(str(e))
             return
-        # kinds behind a gate that is off are neither listed nor watched (DeviceTaintRules)
+        # kinds behind a gate that is off are neither listed nor watched (DeviceTaintRules, PodGroups)
         self.scheduler.objects.feed_only(watched_kinds(self.scheduler.feature_gates.enabled))
+        # GenericWorkload: the Workload API's gangs kept, queued and scheduled as groups
+        self.scheduler.use_pod_groups(self.scheduler.feature_gates.enabled("GenericWorkload"))
         # kube-scheduler's default plugin set depends on the gates (NodeDeclaredFeatures joins with its own)
         self.scheduler.defaults = default_plugins(self.scheduler.feature_gates)
         # pods' requests with status (InPlacePodLevelResourcesVerticalScaling), read from here on

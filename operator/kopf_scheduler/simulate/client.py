@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kopf_scheduler.framework.client import APIError
+from kopf_scheduler.framework.client import APIError, PreemptorGroup
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.simulate.dra import SimulatedClaims
 from kopf_scheduler.simulate.volumes import SimulatedVolumes
@@ -130,10 +130,14 @@ class SimulatedCluster:
     async def nominate(self, pod: PodInfo, node_name: str) -> None:
         self._set_nominated_node_name(pod.uid, node_name)
 
-    def record_preempted_in_memory(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+    def record_preempted_in_memory(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
         self.outcomes.setdefault(preemptor.uid, PodOutcome()).victims.append(victim.key)
 
-    async def evict(self, victim: PodInfo, preemptor: PodInfo, node_name: str) -> None:
+    async def evict(
+        self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
+    ) -> None:
         obj = self.pods.pop(victim.uid, None)
         if obj is None:
             return  # already gone

@@ -152,17 +152,20 @@ def _describe(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind')} {name}"
 
 
-_KINDS = {kind.kind: kind for kind in WATCHED_KINDS}
-#: the API version the API server serves each kind simulate reads at
-_API_VERSIONS = {
-    "Node": "v1",
-    "Pod": "v1",
-    "PodDisruptionBudget": "policy/v1",
-    "PriorityClass": "scheduling.k8s.io/v1",
-    **{kind.kind: kind.api_version for kind in WATCHED_KINDS},
+#: the watched kinds by (apiVersion, kind): two share the kind PodGroup (scheduler-plugins' and the
+#: Workload API's)
+_KINDS = {(kind.api_version, kind.kind): kind for kind in WATCHED_KINDS}
+#: the API versions the API server serves each kind simulate reads at; the first when a document has none
+_API_VERSIONS: dict[str, tuple[str, ...]] = {
+    "Node": ("v1",),
+    "Pod": ("v1",),
+    "PodDisruptionBudget": ("policy/v1",),
+    "PriorityClass": ("scheduling.k8s.io/v1",),
 }
+for _kind in WATCHED_KINDS:
+    _API_VERSIONS[_kind.kind] = (*_API_VERSIONS.get(_kind.kind, ()), _kind.api_version)
 _NAMESPACED = {"Pod", "PodDisruptionBudget"} | {k.kind for k in WATCHED_KINDS if k.namespaced}
-_READ = {"Node", "Pod", "PodDisruptionBudget", "PriorityClass", *_KINDS}
+_READ = {"Node", "Pod", "PodDisruptionBudget", "PriorityClass", *(kind for _, kind in _KINDS)}
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
@@ -191,7 +194,7 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
     """``load_cluster`` for objects from elsewhere (a live cluster): (where it came from, object) pairs,
     each object the loader's own to change."""
     cluster = ClusterInput()
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, str, str]] = set()
     classes = builtin_priority_classes()
     pods: list[tuple[str, dict[str, Any]]] = []
     budgets: list[tuple[str, dict[str, Any]]] = []
@@ -203,11 +206,13 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
             cluster.ignored[label] = cluster.ignored.get(label, 0) + 1
             continue
         api_version = obj.get("apiVersion")
-        if api_version is not None and api_version != _API_VERSIONS[kind]:
+        served = _API_VERSIONS[kind]
+        if api_version is not None and api_version not in served:
+            expected = " or ".join(repr(v) for v in served)
             raise UsageError(
-                f"{where}: {kind}: apiVersion: {api_version!r} is not served for {kind} "
-                f"(expected {_API_VERSIONS[kind]!r})"
+                f"{where}: {kind}: apiVersion: {api_version!r} is not served for {kind} (expected {expected})"
             )
+        version = api_version if api_version is not None else served[0]
         if obj.get("metadata") is None:
             obj["metadata"] = {}
         meta = obj["metadata"]
@@ -230,7 +235,7 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
             used_namespaces.add(str(meta["namespace"]))
         if kind == "Pod":
             meta.setdefault("uid", f"sim-{meta['namespace']}-{meta.get('name')}")
-        ident = (kind, meta.get("namespace", ""), str(meta.get("name")))
+        ident = (version, kind, meta.get("namespace", ""), str(meta.get("name")))
         if ident in seen:
             raise UsageError(f"{where}: {_describe(obj)}: defined twice")
         seen.add(ident)
@@ -242,11 +247,11 @@ def load_objects(objects: Iterable[tuple[str, dict[str, Any]]]) -> ClusterInput:
                 DisruptionBudget.parse(obj)
                 cluster.pdbs.append(obj)
                 budgets.append((where, obj))
-            elif kind in _KINDS:
+            elif (version, kind) in _KINDS:
                 if kind == "ReplicationController":
                     default_replication_controller(obj)
-                _KINDS[kind].parse(obj)
-                cluster.objects.append((_KINDS[kind], obj))
+                _KINDS[version, kind].parse(obj)
+                cluster.objects.append((_KINDS[version, kind], obj))
             else:  # read below, once every PriorityClass is known
                 pods.append((where, obj))
         except (NodeParseError, PodParseError, BudgetParseError, ObjectParseError) as e:

@@ -36,6 +36,8 @@ EXPECTED_VERBS: dict[tuple[str, str], frozenset[str]] = {
     ("resource.k8s.io", "resourceclaims"): READ | {"get", "update"},
     # Coscheduling reads PodGroups; their status goes through podgroups/status (patch), another resource
     ("scheduling.x-k8s.io", "podgroups"): READ,
+    # GangScheduling reads the Workload API's PodGroups; their condition goes through podgroups/status
+    ("scheduling.k8s.io", "podgroups"): READ,
 }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kopf_scheduler.backend.cache.node_tree import NodeTree, zone_key
+from kopf_scheduler.backend.cache.pod_group_states import PodGroupStates
 from kopf_scheduler.backend.cache.snapshot import Snapshot
 from kopf_scheduler.framework.clock import Clock
 from kopf_scheduler.framework.node_info import NodeInfo
@@ -50,6 +51,10 @@ class Cache:
         self._structure_changed = True
         self._labels_changed = False
         self._images_changed = False
+        #: GenericWorkload: the pod group states of the Workload API's PodGroups (``pod_group_states``),
+        #: kept only while this is set
+        self.pod_groups_enabled = False
+        self.pod_groups = PodGroupStates()
 
     # -- nodes -----------------------------------------------------------------------------------------
     def add_node(self, node: Mapping[str, Any]) -> NodeInfo:
@@ -131,6 +136,8 @@ class Cache:
             raise CacheError(f"pod {pod.key} has no node to be assumed on")
         self._place(pod)
         self._pods[pod.uid] = _PodState(pod, assumed=True)
+        if self.pod_groups_enabled:
+            self.pod_groups.assume_pod(pod)
 
     def finish_binding(self, pod: PodInfo) -> None:
         state = self._pods.get(pod.uid)
@@ -149,6 +156,8 @@ class Cache:
             raise CacheError(f"pod {pod.key} was assumed on {state.pod.node_name}, not {pod.node_name}")
         self._unplace(state.pod)
         del self._pods[pod.uid]
+        if self.pod_groups_enabled:
+            self.pod_groups.forget_pod(state.pod)
 
     def add_pod(self, pod: PodInfo) -> None:
         """An assigned pod seen in the API: confirms an assumed one (moving it if bound elsewhere)."""
@@ -160,10 +169,13 @@ class Cache:
             else:  # same node: swap the record for the API's version of the pod
                 self._unplace(state.pod)
                 self._place(pod)
+            self._pod_group_member_replaced(state.pod, pod)
             state.pod, state.assumed, state.deadline = pod, False, None
             return
         self._place(pod)
         self._pods[pod.uid] = _PodState(pod)
+        if self.pod_groups_enabled:
+            self.pod_groups.add_pod(pod)
 
     def update_pod(self, old: PodInfo | None, new: PodInfo) -> None:
         state = self._pods.get(new.uid)
@@ -172,6 +184,7 @@ class Cache:
             return
         self._unplace(state.pod)
         self._place(new)
+        self._pod_group_member_replaced(state.pod, new)
         state.pod, state.assumed, state.deadline = new, False, None
 
     def remove_pod(self, pod: PodInfo) -> PodInfo | None:
@@ -179,7 +192,25 @@ class Cache:
         if state is None:
             return None
         self._unplace(state.pod)
+        if self.pod_groups_enabled:
+            self.pod_groups.remove_pod(state.pod)
         return state.pod
+
+    def _pod_group_member_replaced(self, old: PodInfo, new: PodInfo) -> None:
+        """Upstream's ``updatePod``: the old version leaves its pod group state, the new one joins it."""
+        if self.pod_groups_enabled:
+            self.pod_groups.remove_pod(old)
+            self.pod_groups.add_pod(new)
+
+    def pod_group_member_seen(self, pod: PodInfo) -> None:
+        """A pending pod was added or changed (``AddPodGroupMember``/``UpdatePodGroupMember``)."""
+        if self.pod_groups_enabled:
+            self.pod_groups.upsert_pod(pod)
+
+    def pod_group_member_gone(self, pod: PodInfo) -> None:
+        """A pod was deleted (``RemovePodGroupMember``); nothing when it is not a member."""
+        if self.pod_groups_enabled:
+            self.pod_groups.remove_pod(pod)
 
     def get_pod(self, uid: str) -> PodInfo | None:
         state = self._pods.get(uid)

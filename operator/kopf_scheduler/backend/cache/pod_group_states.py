@@ -128,6 +128,18 @@ class PodGroupStates:
         if key is not None:
             self._states.setdefault(key, PodGroupStateData()).add_pod(pod)
 
+    def upsert_pod(self, pod: PodInfo) -> None:
+        """A pending member seen: added when new to its group, else updated (its state kept)."""
+        key = self._key(pod)
+        if key is None:
+            return
+        state = self._states.get(key)
+        known = None if state is None else state.all_pods.get(pod.uid)
+        if known is None:
+            self.add_pod(pod)
+        else:
+            self.update_pod(known, pod)
+
     def update_pod(self, old: PodInfo, new: PodInfo) -> None:
         key = self._key(new)
         state = None if key is None else self._states.get(key)

@@ -349,9 +349,10 @@ class PodGroupQueue:
             return False
         if key not in self._pg_objects:
             qp = self._pg_incomplete.get(key, new.uid)
-            if qp is not None:
-                self.nominator.update(old if old is not None else qp.pod, new)
-                qp.pod = new
+            if qp is None:  # a pod seen for the first time (the queue's ``update`` adds unknown pods)
+                return self._member_added(new)
+            self.nominator.update(old if old is not None else qp.pod, new)
+            qp.pod = new
             return True
         entity = self._find_entity(key)
         member = None if entity is None else entity.member(new.uid)
@@ -370,6 +371,7 @@ class PodGroupQueue:
         added = self._new_queued(new)
         self.nominator.add(new)
         self._add_member(key, added)
+        self._unscheduled_pod_added(new)
         return True
 
     def _requeue_on_update(self, entity: QueuedPodGroupInfo, old: PodInfo, new: PodInfo) -> None:

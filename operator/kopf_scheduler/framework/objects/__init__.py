@@ -35,6 +35,7 @@ from kopf_scheduler.framework.objects.storage import (
     PersistentVolumeClaim,
     StorageClass,
 )
+from kopf_scheduler.framework.objects.workload_pod_groups import WORKLOAD_POD_GROUPS, WorkloadPodGroup
 from kopf_scheduler.framework.objects.workloads import (
     NAMESPACES,
     REPLICA_SETS,
@@ -66,10 +67,14 @@ WATCHED_KINDS: tuple[ObjectKind[Any], ...] = (
     RESOURCE_SLICES,
     DEVICE_TAINT_RULES,
     POD_GROUPS,
+    WORKLOAD_POD_GROUPS,
 )
 
 #: kinds watched only while their feature gate is on (kube-scheduler starts their informers only then)
-GATED_KINDS: Mapping[ObjectKind[Any], str] = {DEVICE_TAINT_RULES: "DRADeviceTaintRules"}
+GATED_KINDS: Mapping[ObjectKind[Any], str] = {
+    DEVICE_TAINT_RULES: "DRADeviceTaintRules",
+    WORKLOAD_POD_GROUPS: "GenericWorkload",
+}
 
 
 def watched_kinds(enabled: Callable[[str], bool]) -> tuple[ObjectKind[Any], ...]:
@@ -98,6 +103,7 @@ __all__ = [
     "STORAGE_CLASSES",
     "VOLUME_ATTACHMENTS",
     "WATCHED_KINDS",
+    "WORKLOAD_POD_GROUPS",
     "CSIDriver",
     "CSINode",
     "CSIStorageCapacity",
@@ -120,6 +126,7 @@ __all__ = [
     "Service",
     "StorageClass",
     "VolumeAttachment",
+    "WorkloadPodGroup",
     "object_key",
     "watched_kinds",
 ]

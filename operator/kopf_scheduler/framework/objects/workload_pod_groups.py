@@ -12,8 +12,8 @@ preemption policy, and the status conditions as last seen (the scheduler sets ``
 only when it changes). Workloads themselves are read by controllers, not by kube-scheduler: it watches
 PodGroups only (``eventhandlers.go``), so no Workload kind is kept here.
 
-The kind is not among ``WATCHED_KINDS``: kube-scheduler watches it only with GenericWorkload on, and the gate
-is not implemented yet (``api/feature_gates.py``).
+The kind is among ``WATCHED_KINDS`` and ``GATED_KINDS``: listed and watched only with GenericWorkload on, as
+kube-scheduler starts its informer only then.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class WorkloadPodGroup:
     preemption_policy: str | None
     #: ``status.conditions`` as the API server last returned them
     conditions: tuple[Mapping[str, Any], ...]
+    #: ``spec.disruptionMode.all`` is set: preemption evicts the group's pods together
+    disruption_all: bool = False
 
     @property
     def key(self) -> str:
@@ -124,7 +126,14 @@ def parse_workload_pod_group(raw: Mapping[str, Any]) -> WorkloadPodGroup:
         priority=None if priority is None else _int32(priority, "spec.priority", -_INT32_MAX - 1),
         preemption_policy=_optional_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy"),
         conditions=tuple(_object(c, f"status.conditions[{i}]") for i, c in enumerate(conditions)),
+        disruption_all=_disruption_all(spec.get("disruptionMode")),
     )
+
+
+def _disruption_all(value: Any) -> bool:
+    if value is None:
+        return False
+    return _object(value, "spec.disruptionMode").get("all") is not None
 
 
 WORKLOAD_POD_GROUPS: ObjectKind[WorkloadPodGroup] = ObjectKind(
@@ -161,6 +170,9 @@ class PodGroupState(Protocol):
     def assumed_pods(self) -> frozenset[str]:
         """UIDs of the pods past Reserve, not yet bound."""
 
+    def scheduled_pods(self) -> Sequence[PodInfo]:
+        """The bound pods, then the assumed ones."""
+
 
 class PodGroupManager(Protocol):
     """The PodGroups the scheduler has seen and the state of each group its pods name (upstream's
@@ -172,12 +184,29 @@ class PodGroupManager(Protocol):
         """None until a pod naming the group, or the PodGroup itself, is seen."""
 
 
+class NoPodGroups:
+    """The manager of a framework outside a scheduler (GenericWorkload off): no group is known."""
+
+    def pod_group(self, namespace: str, name: str) -> WorkloadPodGroup | None:
+        return None
+
+    def state(self, namespace: str, name: str) -> PodGroupState | None:
+        return None
+
+
+def pod_group_priority(group: WorkloadPodGroup) -> int:
+    """``util.PodGroupPriority``: ``spec.priority``, 0 when unset."""
+    return group.priority or 0
+
+
 __all__ = [
     "CONDITION_INITIALLY_SCHEDULED",
     "WORKLOAD_POD_GROUPS",
+    "NoPodGroups",
     "PodGroupManager",
     "PodGroupState",
     "WorkloadPodGroup",
     "parse_workload_pod_group",
+    "pod_group_priority",
     "scheduling_group",
 ]

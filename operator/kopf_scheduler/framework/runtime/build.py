@@ -27,6 +27,11 @@ from kopf_scheduler.framework.interface import MAX_NODE_SCORE, MAX_TOTAL_SCORE, 
 from kopf_scheduler.framework.objects import ClusterListers, NoObjects
 from kopf_scheduler.framework.runtime.batch import batch_for
 from kopf_scheduler.framework.runtime.framework import Framework
+from kopf_scheduler.framework.runtime.pod_group_points import (
+    GENERIC_WORKLOAD,
+    placement_feasible_plugins,
+    pod_group_post_filter_plugins,
+)
 from kopf_scheduler.framework.runtime.registry import Registry, RegistryError
 from kopf_scheduler.framework.runtime.waiting_pods import WaitingPods
 
@@ -169,6 +174,11 @@ def build_framework(
     if nominator is not None:
         framework.nominator = nominator
     framework.batch = batch_for(framework)
+    if feature_gates.enabled(GENERIC_WORKLOAD):  # the pod group cycle's points
+        framework.placement_feasible = placement_feasible_plugins(instances, generic_workload=True)
+        framework.pod_group_post_filter = pod_group_post_filter_plugins(
+            instances, plugin_sets["multiPoint"], plugin_sets.get("podGroupPostFilter")
+        )
     handle.framework = framework
     return framework
 

@@ -37,7 +37,9 @@ from kopf_scheduler.framework.interface import (
     NodeSet,
     NodeStatusMap,
     PermitPlugin,
+    PlacementFeasiblePlugin,
     Plugin,
+    PodGroupPostFilterPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
@@ -58,6 +60,7 @@ from kopf_scheduler.framework.interface import (
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import ClusterListers, NoObjects
 from kopf_scheduler.framework.objects.podgroups import GroupMembers, NoMembers
+from kopf_scheduler.framework.objects.workload_pod_groups import NoPodGroups, PodGroupManager
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind, PodsInPreBind
 from kopf_scheduler.framework.runtime.waiting_pods import MAX_PERMIT_TIMEOUT, WaitingPod, WaitingPods
@@ -393,6 +396,11 @@ class Framework:
     activate_pods: Callable[[Iterable[PodInfo]], None] = field(default=lambda pods: None)
     #: opportunistic batching's state (``batch``): None while the gate is off
     batch: OpportunisticBatch | None = None
+    #: the pod group cycle's plugins (GenericWorkload; ``pod_group_points`` runs them)
+    placement_feasible: list[PlacementFeasiblePlugin] = field(default_factory=list)
+    pod_group_post_filter: list[PodGroupPostFilterPlugin] = field(default_factory=list)
+    #: the Workload API's PodGroups and their pods' states (set by the scheduler; without one, none)
+    pod_groups: PodGroupManager = field(default_factory=NoPodGroups)
     #: snapshot nodes with their nominated pods added, by node name (``_with_nominated``)
     _nominated_copies: dict[str, tuple[int, list[PodInfo], NodeInfo]] = field(
         default_factory=dict, init=False, repr=False

@@ -13,7 +13,7 @@ queueing hints. Victims waiting at Permit or in PreBind are stopped in the sched
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
@@ -21,15 +21,20 @@ from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     AsyncPostFilter,
     NodeStatusMap,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupSchedulingFunc,
     PostFilterPlugin,
     PostFilterResult,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
+from kopf_scheduler.framework.objects.workload_pod_groups import WorkloadPodGroup
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.preemption import Evaluator
 from kopf_scheduler.framework.status import Code, Status
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.default_preemption.args import Args
+from kopf_scheduler.plugins.default_preemption.pod_group import PodGroupPreemption
 from kopf_scheduler.plugins.default_preemption.victims import (
     may_preempt,
     select_victims_on_node,
@@ -44,7 +49,7 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 PREEMPT_NEVER = "Never"
 
 
-class DefaultPreemption(PostFilterPlugin, AsyncPostFilter):
+class DefaultPreemption(PostFilterPlugin, AsyncPostFilter, PodGroupPostFilterPlugin):
     name = NAME
 
     def __init__(self, args: Args, handle: Handle, wall: Callable[[], float] = time.time) -> None:
@@ -53,6 +58,7 @@ class DefaultPreemption(PostFilterPlugin, AsyncPostFilter):
         #: wall-clock seconds: pods that have not started count as starting now
         self.wall = wall
         self.evaluator = Evaluator(NAME, handle, self)
+        self.pod_group_preemption = PodGroupPreemption(NAME, handle)
 
     def post_filter(
         self, state: CycleState, pod: PodInfo, node_statuses: NodeStatusMap
@@ -66,6 +72,16 @@ class DefaultPreemption(PostFilterPlugin, AsyncPostFilter):
         """``post_filter`` for profiles with extenders: their preempt verb may prune the candidates."""
         result, status = await self.evaluator.preempt_async(state, pod, node_statuses, self.wall())
         return result, _prefixed(status)
+
+    async def pod_group_post_filter(
+        self,
+        group: WorkloadPodGroup,
+        unscheduled: Sequence[PodInfo],
+        states: Mapping[str, CycleState],
+        schedule: PodGroupSchedulingFunc,
+    ) -> tuple[PodGroupPostFilterResult | None, Status | None]:
+        """Pod group preemption (``pod_group``), GenericWorkload's pod group cycle only."""
+        return await self.pod_group_preemption.preempt(group, unscheduled, schedule, self.wall())
 
     # -- the policy the generic evaluator asks for -----------------------------------------------------
     def get_offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:

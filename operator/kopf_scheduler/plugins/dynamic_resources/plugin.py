@@ -29,7 +29,7 @@ Statuses that reject are UnschedulableAndUnresolvable, as upstream's ``statusUns
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +43,9 @@ from kopf_scheduler.framework.interface import (
     EnqueueExtensions,
     FilterPlugin,
     NodeStatusMap,
+    PodGroupPostFilterPlugin,
+    PodGroupPostFilterResult,
+    PodGroupSchedulingFunc,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
@@ -60,6 +63,7 @@ from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.objects import DEVICE_CLASSES, ResourceClaim
 from kopf_scheduler.framework.objects.extended_resources import device_class_resolver
+from kopf_scheduler.framework.objects.workload_pod_groups import WorkloadPodGroup
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.selectors import NodeSelector
 from kopf_scheduler.framework.status import SKIP, Code, Status, error, unresolvable, unschedulable
@@ -127,6 +131,24 @@ _KEY: StateKey[_State] = StateKey(NAME)
 #: the state of every pod without claims (never changed: no later point writes to it)
 _NO_CLAIMS = _State()
 _PARALLEL = PreBindPreFlightResult(allow_parallel=True)
+#: the pod group step's answer, whatever it did (``PodGroupPostFilter``)
+POD_GROUP_CLAIMS_DONE = "deallocation and deletion of ResourceClaims completed"
+
+
+class _NoVerdicts:
+    """No filter verdicts: ``post_filter`` reads none."""
+
+    def get(self, name: str) -> Status | None:
+        return None
+
+    def items(self) -> Any:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+_NO_VERDICTS = _NoVerdicts()
 
 
 class DynamicResources(
@@ -134,6 +156,7 @@ class DynamicResources(
     PreFilterPlugin,
     FilterPlugin,
     PostFilterPlugin,
+    PodGroupPostFilterPlugin,
     ReservePlugin,
     PreBindPlugin,
     EnqueueExtensions,
@@ -356,6 +379,25 @@ class DynamicResources(
             binding.spawn(extended.delete_logged(self.handle.client, data.extended.claim))
             return None, unschedulable(extended.DELETED)
         return None, unschedulable()
+
+    async def pod_group_post_filter(
+        self,
+        group: WorkloadPodGroup,
+        unscheduled: Sequence[PodInfo],
+        states: Mapping[str, CycleState],
+        schedule: PodGroupSchedulingFunc,
+    ) -> tuple[PodGroupPostFilterResult | None, Status | None]:
+        """The pod group cycle's step (``PodGroupPostFilter``, GenericWorkload): each pod's claims that
+        could not be had are dealt with as ``post_filter`` does for a pod on its own; the group's own
+        claims are not (DRAWorkloadResourceClaims is off). Never helps the group at once."""
+        for pod in unscheduled:
+            state = states.get(pod.uid)
+            if state is None or state.get(_KEY) is None:
+                continue  # its pre-filter did not run: nothing recorded for it
+            _, status = self.post_filter(state, pod, _NO_VERDICTS)
+            if status is not None and status.code == Code.ERROR:
+                return None, status
+        return None, unschedulable(POD_GROUP_CLAIMS_DONE)
 
     # -- score (``score``) -------------------------------------------------------------------------------
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:

@@ -19,10 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from kopf_scheduler.framework.args import NoArgs
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.events import Action, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from kopf_scheduler.framework.handle import Handle
-from kopf_scheduler.framework.interface import EnqueueExtensions, PermitPlugin, PreEnqueuePlugin
+from kopf_scheduler.framework.interface import (
+    EnqueueExtensions,
+    PermitPlugin,
+    PlacementFeasiblePlugin,
+    PreEnqueuePlugin,
+)
 from kopf_scheduler.framework.objects.workload_pod_groups import (
     PodGroupManager,
     WorkloadPodGroup,
@@ -57,12 +63,18 @@ def _entity_key(namespace: str, name: str) -> str:
     return f"podgroup/{namespace}/{name}"
 
 
-class GangScheduling(PreEnqueuePlugin, PermitPlugin, EnqueueExtensions):
+class GangScheduling(PreEnqueuePlugin, PermitPlugin, PlacementFeasiblePlugin, EnqueueExtensions):
     name = NAME
 
-    def __init__(self, handle: Handle, groups: PodGroupManager) -> None:
+    def __init__(self, handle: Handle, groups: PodGroupManager | None = None) -> None:
+        """``groups``: the PodGroups and pod group states to read; None: the handle's (the scheduler's
+        cache), looked up at each use."""
         self.handle = handle
-        self.groups = groups
+        self._groups = groups
+
+    @property
+    def groups(self) -> PodGroupManager:
+        return self._groups if self._groups is not None else self.handle.pod_groups
 
     # -- PreEnqueue ----------------------------------------------------------------------------------------
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
@@ -161,3 +173,7 @@ class GangScheduling(PreEnqueuePlugin, PermitPlugin, EnqueueExtensions):
         if old.min_count is None or new.min_count is None or new.min_count >= old.min_count:
             return QueueingHint.SKIP
         return QueueingHint.QUEUE
+
+
+def new(args: NoArgs, handle: Handle) -> GangScheduling:
+    return GangScheduling(handle)

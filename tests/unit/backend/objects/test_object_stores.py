@@ -186,4 +186,5 @@ def test_kinds_know_where_the_api_serves_them() -> None:
         "/apis/resource.k8s.io/v1/resourceslices",
         "/apis/resource.k8s.io/v1/devicetaintrules",
         "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+        "/apis/scheduling.k8s.io/v1beta1/podgroups",
     ]
