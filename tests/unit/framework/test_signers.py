@@ -12,7 +12,12 @@ import pytest
 from fake_api import FakeAPI
 
 from kopf_scheduler.api.profile import parse_profile
+from kopf_scheduler.backend.objects import ClusterObjects
+from kopf_scheduler.framework.objects import DEVICE_CLASSES, WATCHED_KINDS
+from kopf_scheduler.framework.objects.extended_resources import device_class_resolver
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import Status
+from kopf_scheduler.plugins.node_resources_fit import Args, NodeResourcesFit
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.testing import VirtualClock, make_pod
 from kopf_scheduler.testing.builders import PodBuilder
@@ -130,3 +135,24 @@ def test_without_labels_signed_when_existing_pods_preferred_terms_are_ignored() 
     args = {"name": "InterPodAffinity", "args": {"ignorePreferredTermsOfExistingPods": True}}
     sign = _signer([*LIST, args])
     assert sign(_base().label("app", "web")) == sign(_base())
+
+
+def test_a_request_dra_would_allocate_is_not_signed_by_node_resources_fit() -> None:
+    """With ``DRAExtendedResource``, an extended resource a DeviceClass stands for may be allocated by
+    DRA (``shouldDelegateResourceToDRA`` with no node): NodeResourcesFit does not sign such a pod."""
+    gpu = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"extendedResourceName": "example.com/gpu"},
+    }
+    store = ClusterObjects(WATCHED_KINDS)
+    store.store(DEVICE_CLASSES).upsert(gpu)
+    fit = NodeResourcesFit(Args(), device_class_resolver(store))
+    assert isinstance(fit.sign_pod(PodInfo(_base().req(cpu="1", **{"example.com/gpu": "1"}).obj())), Status)
+    assert not isinstance(
+        fit.sign_pod(PodInfo(_base().req(cpu="1", **{"example.com/fpga": "1"}).obj())), Status
+    )
+    assert not isinstance(
+        NodeResourcesFit(Args()).sign_pod(PodInfo(_base().req(**{"example.com/gpu": "1"}).obj())), Status
+    )

@@ -104,7 +104,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
 
     def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
         """The pod's requests; unsigned when DRA would allocate one of them (``DRAExtendedResource``)."""
-        classes = getattr(self, "classes", None)
+        classes = self.classes
         if classes is not None and any(classes.get(n) is not None for n, a in pod.spec_requests.items() if a):
             return Status(
                 Code.UNSCHEDULABLE,
