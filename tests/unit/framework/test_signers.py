@@ -13,10 +13,13 @@ from fake_api import FakeAPI
 
 from kopf_scheduler.api.profile import parse_profile
 from kopf_scheduler.backend.objects import ClusterObjects
+from kopf_scheduler.framework.interface import SignPlugin
 from kopf_scheduler.framework.objects import DEVICE_CLASSES, WATCHED_KINDS
 from kopf_scheduler.framework.objects.extended_resources import device_class_resolver
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import Status
+from kopf_scheduler.plugins.node_resources_balanced_allocation import Args as BalancedArgs
+from kopf_scheduler.plugins.node_resources_balanced_allocation import NodeResourcesBalancedAllocation
 from kopf_scheduler.plugins.node_resources_fit import Args, NodeResourcesFit
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.testing import VirtualClock, make_pod
@@ -137,9 +140,10 @@ def test_without_labels_signed_when_existing_pods_preferred_terms_are_ignored() 
     assert sign(_base().label("app", "web")) == sign(_base())
 
 
-def test_a_request_dra_would_allocate_is_not_signed_by_node_resources_fit() -> None:
+def test_a_request_dra_would_allocate_is_not_signed_by_the_resource_plugins() -> None:
     """With ``DRAExtendedResource``, an extended resource a DeviceClass stands for may be allocated by
-    DRA (``shouldDelegateResourceToDRA`` with no node): NodeResourcesFit does not sign such a pod."""
+    DRA (``shouldDelegateResourceToDRA`` with no node): NodeResourcesFit and
+    NodeResourcesBalancedAllocation do not sign such a pod; with the gate off (no resolver) they do."""
     gpu = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
@@ -148,11 +152,14 @@ def test_a_request_dra_would_allocate_is_not_signed_by_node_resources_fit() -> N
     }
     store = ClusterObjects(WATCHED_KINDS)
     store.store(DEVICE_CLASSES).upsert(gpu)
-    fit = NodeResourcesFit(Args(), device_class_resolver(store))
-    assert isinstance(fit.sign_pod(PodInfo(_base().req(cpu="1", **{"example.com/gpu": "1"}).obj())), Status)
-    assert not isinstance(
-        fit.sign_pod(PodInfo(_base().req(cpu="1", **{"example.com/fpga": "1"}).obj())), Status
-    )
-    assert not isinstance(
-        NodeResourcesFit(Args()).sign_pod(PodInfo(_base().req(**{"example.com/gpu": "1"}).obj())), Status
-    )
+    classes = device_class_resolver(store)
+    on: list[SignPlugin] = [
+        NodeResourcesFit(Args(), classes),
+        NodeResourcesBalancedAllocation(BalancedArgs(), classes),
+    ]
+    off: list[SignPlugin] = [NodeResourcesFit(Args()), NodeResourcesBalancedAllocation(BalancedArgs())]
+    gpu_pod = PodInfo(_base().req(cpu="1", **{"example.com/gpu": "1"}).obj())
+    fpga_pod = PodInfo(_base().req(cpu="1", **{"example.com/fpga": "1"}).obj())
+    assert [isinstance(p.sign_pod(gpu_pod), Status) for p in on] == [True, True]
+    assert [isinstance(p.sign_pod(fpga_pod), Status) for p in on] == [False, False]
+    assert [isinstance(p.sign_pod(gpu_pod), Status) for p in off] == [False, False]

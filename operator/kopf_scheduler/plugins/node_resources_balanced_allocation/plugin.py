@@ -38,12 +38,15 @@ from kopf_scheduler.framework.interface import (
 )
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
+from kopf_scheduler.framework.objects.extended_resources import DeviceClassResolver, device_class_resolver
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import SKIP, Status
+from kopf_scheduler.framework.status import SKIP, Code, Status
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.node_resources_balanced_allocation.args import Args
 
 NAME = names.NODE_RESOURCES_BALANCED_ALLOCATION
+#: the feature gate of extended resources backed by DRA (signing only: the scores do not change)
+DRA_EXTENDED_RESOURCE = "DRAExtendedResource"
 _ALWAYS_COUNTED = frozenset({res.CPU, res.MEMORY, res.EPHEMERAL_STORAGE})
 
 
@@ -101,11 +104,19 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore, 
     name = NAME
 
     def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
-        """The pod's requests."""
+        """The pod's requests; unsigned when DRA would allocate one of them (``DRAExtendedResource``)."""
+        classes = self.classes
+        if classes is not None and any(classes.get(n) is not None for n, a in pod.spec_requests.items() if a):
+            return Status(
+                Code.UNSCHEDULABLE,
+                ("signature disabled when dra extended resources are used in the cluster",),
+            )
         return [(signers.RESOURCES, sorted(pod.spec_requests.items()))]
 
-    def __init__(self, args: Args) -> None:
+    def __init__(self, args: Args, classes: DeviceClassResolver | None = None) -> None:
         self.resources = [spec.name for spec in args.resources]
+        #: the DeviceClasses standing for extended resources (``DRAExtendedResource`` on), for signing only
+        self.classes = classes
 
     def _pod_requests(self, pod: PodInfo) -> tuple[int, ...]:
         return tuple(pod.requests.get(name, 0) for name in self.resources)
@@ -219,4 +230,7 @@ def _balances_masked(fractions: list[np.ndarray], valid: list[np.ndarray], n: in
 
 
 def new(args: Args, handle: Handle) -> NodeResourcesBalancedAllocation:
-    return NodeResourcesBalancedAllocation(args)
+    if handle is None:  # built alone (tests): no cluster objects, no gates
+        return NodeResourcesBalancedAllocation(args)
+    enabled = handle.feature_gates.enabled(DRA_EXTENDED_RESOURCE)
+    return NodeResourcesBalancedAllocation(args, device_class_resolver(handle.objects) if enabled else None)
