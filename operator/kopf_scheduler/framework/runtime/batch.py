@@ -9,7 +9,7 @@ when each of those plugins gives its fragments, and unsigned (``None``) when one
 The hint: after a pod with a signature was scheduled by scoring more than one node, the other feasible
 nodes are kept in their order (best first), with their raw scores. The next pod of the profile gets the
 best of them as a hint when it comes in the very next scheduling cycle, the previous pod succeeded, it has
-no nominated node, its signature is the same and the memory is younger than 500 ms. Before that, the node
+no nominated node, its signature is the same and the memory is at most 500 ms old. Before that, the node
 the previous pod took is filtered again; if it still fits it is scored again and competes (the kept nodes'
 raw scores and its fresh ones are normalised together). The cycle then filters only the hinted node; if it
 fits, the pod goes there unscored, and the rest of the memory stays for the next pod.
