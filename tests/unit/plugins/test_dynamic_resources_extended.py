@@ -513,3 +513,18 @@ def test_a_claim_left_from_an_earlier_attempt_is_deleted_and_the_pod_tried_anew(
     assert result == (None, unschedulable("deletion of ResourceClaim completed"))
     assert handle.objects.of(RESOURCE_CLAIMS).get("default", "p-extended-resources-abcde") is None
     assert [m for m, _, _ in handle.client.writes] == ["PUT", "DELETE"]
+
+
+def test_a_claim_assumed_and_deleted_before_any_cycle_frees_its_devices() -> None:
+    """The claim PreBind created reaches the store, is assumed, and is deleted (a refused binding's
+    Unreserve) before any cycle asked for the allocated devices: they are free for the next attempt."""
+    pl, handle = plugin()
+    subject = gpu_pod("p", uid="uid-p", **{GPU: "1"})
+    store = handle.objects.store(RESOURCE_CLAIMS)
+    for _ in range(3):  # as many attempts as devices on n1 and one more
+        state = scheduled(pl, subject)
+        assert asyncio.run(pl.pre_bind(state, subject, "n1")) is None
+        created = handle.client.writes[-4][2]  # the POST
+        name = created["metadata"]["generateName"] + "xxxxx"
+        assert store.delete("default", name) is not None  # as the watch reports Unreserve's deletion
+    assert pl.manager.allocated_devices() == frozenset()

@@ -169,6 +169,10 @@ class DraManager:
     def assume(self, claim: ResourceClaim) -> None:
         """The claim as an API write returned it (upstream's ``AssumeClaimAfterAPICall``); an older
         version than shown, or an unknown claim, is ignored."""
+        # the index first takes in the store as it is: a claim created since the last sync (the claim of
+        # a pod's extended resources, made in PreBind) is then in the listing it compares with, so that
+        # its deletion is seen even when no cycle ran in between
+        self._sync()
         current = self.get(claim.namespace, claim.name)
         if current is None or _version(claim) < _version(current):
             return
