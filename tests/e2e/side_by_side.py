@@ -62,6 +62,8 @@ class SideBySide(Generic[T]):
     run: Callable[[ClusterHarness, Scheduler], T]
     #: kube-scheduler's KubeSchedulerConfiguration fields (``profiles``, ...); None: its defaults
     kube_config: Mapping[str, Any] | None = None
+    #: kube-scheduler's flags besides its configuration file (``--feature-gates=...``)
+    kube_args: Sequence[str] = ()
     #: the arguments of ``kopf-scheduler run``; by default it serves the pods of ``default-scheduler``
     kopf_args: Sequence[str] = ("--default-scheduler-name", "default-scheduler")
     #: whether kopf-scheduler serves its metrics (``Scheduler.metrics_url``)
@@ -99,7 +101,7 @@ def under_kube_scheduler(spec: SideBySide[T], workdir: Path) -> T:
         if proxy is not None:  # the client settings of devcluster's scheduler_config, another kubeconfig
             kubeconfig = proxy.kubeconfig(workdir / "proxy.kubeconfig")
             config["clientConnection"] = {"kubeconfig": str(kubeconfig), "qps": 5000, "burst": 5000}
-        cp.cluster.start_kube_scheduler(config=config or None)
+        cp.cluster.start_kube_scheduler(list(spec.kube_args), config=config or None)
         scheduler = Scheduler(
             KUBE_SCHEDULER,
             f"{cp.cluster.urls[KUBE_SCHEDULER]}/metrics",

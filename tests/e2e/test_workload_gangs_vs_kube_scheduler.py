@@ -1,0 +1,326 @@
+"""The Workload API's gangs (GenericWorkload) through kube-scheduler v1.37.2 with
+``--feature-gates=GenericWorkload=true`` and ``kopf-scheduler run --feature-gates GenericWorkload=true``, each
+on a fresh control plane of its own (etcd and kube-apiserver v1.37.2 serving ``scheduling.k8s.io/v1beta1``),
+one after the other (``side_by_side``). Each case keeps its pods to its own two nodes by their zone (a
+node of 3 CPUs and one of 2, so that every placement is decided by the scores, never by a random tie). In
+each cluster, in order:
+
+1. **Below minCount**: two pods of a gang of ``minCount: 3`` are created before their PodGroup, then the
+   PodGroup. They wait out of the queue: no event, no ``PodScheduled`` condition, no PodGroup condition
+   (checked once the other cases are done, so the scheduler had every chance to say something).
+2. **A gang that fits**: three pods of 500m: all are bound, on the nodes kube-scheduler picks, with their
+   ``Scheduled`` events; the PodGroup gets ``PodGroupInitiallyScheduled`` ``True``/``Scheduled``.
+3. **A gang that cannot fit**: three pods of 1600m, room for two: none is bound; the third pod's own
+   FitError, the other two's ``pod group is unschedulable, minCount (3) cannot be satisfied: ...``; the
+   PodGroup's condition ``False``/``Unschedulable`` with the group's message.
+
+4. **A gang of higher priority preempts**: two pods of priority 0 hold the room of a gang of two members
+   of priority 1000 (its PodGroup's too, from the same PriorityClass). Its first cycle fails and pod group
+   preemption evicts both (``Preempted by podgroup <uid> on node cluster``, the PodGroup as the related
+   object); the next binds the gang where preemption found it room.
+
+Every placement, event text, pod condition and PodGroup condition is compared word for word (UIDs, which
+each cluster gives its own objects, read ``<uid>``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
+from side_by_side import Scheduler, SideBySide
+from storage_capacity import in_zones
+
+from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
+
+pytestmark = pytest.mark.e2e
+
+NS = "gangs"
+PODS = f"/api/v1/namespaces/{NS}/pods"
+POD_GROUPS = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NS}/podgroups"
+FLAGS = ("--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true")
+UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: name -> (zone, cpu, memory)
+NODES = {
+    "fits-big-0": ("fits", "3", "8Gi"),
+    "fits-small-1": ("fits", "2", "8Gi"),
+    "cannot-big-2": ("cannot", "3", "8Gi"),
+    "cannot-small-3": ("cannot", "2", "8Gi"),
+    "preempt-big-4": ("preempt", "3", "8Gi"),
+    "preempt-small-5": ("preempt", "2", "8Gi"),
+}
+HIGH = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "high"},
+    "value": 1000,
+}
+TIMEOUT = 60.0
+#: how long a case that must show nothing keeps watching once the scheduler has shown it works
+QUIET = 5.0
+
+UNFIT_MESSAGE = (
+    "0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match Pod's node affinity/selector."
+)
+GANG_MESSAGE = (
+    "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
+    "pod group preemption: No preemption victims found for incoming preemptor"
+)
+
+
+def pod_group(name: str, min_count: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}, **spec},
+    }
+
+
+def member(name: str, group: str, cpu: str, zone: str, **spec: Any) -> dict[str, Any]:
+    return pod_manifest(
+        name,
+        NS,
+        requests={"cpu": cpu},
+        affinity=in_zones(zone),
+        schedulingGroup={"podGroupName": group},
+        **spec,
+    )
+
+
+def pod(cp: ClusterHarness, name: str) -> dict[str, Any]:
+    return dict(cp.get(f"{PODS}/{name}"))
+
+
+def scheduled_condition(cp: ClusterHarness, name: str) -> tuple[str, str, str] | None:
+    found = condition(pod(cp, name), "PodScheduled")
+    if not found:
+        return None
+    return (found.get("status", ""), found.get("reason", ""), found.get("message", ""))
+
+
+def group_conditions(cp: ClusterHarness, name: str) -> list[tuple[str, str, str, str]]:
+    status = cp.get(f"{POD_GROUPS}/{name}").get("status") or {}
+    return [
+        (c["type"], c["status"], c.get("reason", ""), c.get("message", ""))
+        for c in status.get("conditions") or ()
+    ]
+
+
+def events(cp: ClusterHarness, name: str) -> list[tuple[str, ...]]:
+    """``(type, reason, message, related kind)`` of the pod's events, each once, sorted; UIDs in messages
+    read ``<uid>`` (the two clusters' objects have their own)."""
+    found = {
+        (
+            e["type"],
+            e["reason"],
+            UID.sub("<uid>", e.get("message", "")),
+            (e.get("related") or {}).get("kind", ""),
+        )
+        for e in cp.get(f"/api/v1/namespaces/{NS}/events")["items"]
+        if e["involvedObject"].get("name") == name
+    }
+    return sorted(found)
+
+
+def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    # 1. below minCount: the members first, then their PodGroup
+    for i in range(2):
+        cp.post(PODS, member(f"below-{i}", "below", "100m", "fits"))
+    cp.post(POD_GROUPS, pod_group("below", 3))
+
+    # 2. a gang that fits
+    cp.post(POD_GROUPS, pod_group("fits", 3))
+    for i in range(3):
+        cp.post(PODS, member(f"fits-{i}", "fits", "500m", "fits"))
+    fits = [f"fits-{i}" for i in range(3)]
+
+    def bound() -> dict[str, str] | None:
+        nodes = {n: pod(cp, n)["spec"].get("nodeName", "") for n in fits}
+        return nodes if all(nodes.values()) else None
+
+    out["fits_nodes"] = wait_until(bound, TIMEOUT, "the gang that fits bound")
+    out["fits_group"] = wait_until(
+        lambda: group_conditions(cp, "fits"), TIMEOUT, "the fitting gang's condition"
+    )
+    out["fits_events"] = {n: events(cp, n) for n in fits}
+
+    # 3. a gang that cannot fit
+    cp.post(POD_GROUPS, pod_group("cannot", 3))
+    cannot = [f"cannot-{i}" for i in range(3)]
+    for name in cannot:
+        cp.post(PODS, member(name, "cannot", "1600m", "cannot"))
+    out["cannot_conditions"] = {
+        n: wait_until(lambda n=n: scheduled_condition(cp, n), TIMEOUT, f"{n} unschedulable") for n in cannot
+    }
+    out["cannot_group"] = wait_until(
+        lambda: group_conditions(cp, "cannot"), TIMEOUT, "the gang that cannot fit's condition"
+    )
+    out["cannot_nodes"] = {n: pod(cp, n)["spec"].get("nodeName", "") for n in cannot}
+    out["cannot_events"] = {n: events(cp, n) for n in cannot}
+
+    out["preempt"] = preempt(cp)
+
+    # 1, checked last: nothing said about the gang below minCount, a while after the rest was decided
+    time.sleep(QUIET)
+    below = ["below-0", "below-1"]
+    out["below"] = {
+        "nodes": {n: pod(cp, n)["spec"].get("nodeName", "") for n in below},
+        "conditions": {n: scheduled_condition(cp, n) for n in below},
+        "events": {n: events(cp, n) for n in below},
+        "group": group_conditions(cp, "below"),
+    }
+    return out
+
+
+def preempt(cp: ClusterHarness) -> dict[str, Any]:
+    """4. A gang of higher priority preempts: two pods of priority 0 hold the room of its two members."""
+    victims = ["low-0", "low-1"]
+    for name in victims:
+        body = pod_manifest(
+            name, NS, requests={"cpu": "1600m"}, affinity=in_zones("preempt"), terminationGracePeriodSeconds=0
+        )
+        cp.post(PODS, body)
+    wait_until(lambda: all(pod(cp, n)["spec"].get("nodeName") for n in victims), TIMEOUT, "the victims bound")
+    victim_nodes = {n: pod(cp, n)["spec"]["nodeName"] for n in victims}
+    cp.post(POD_GROUPS, pod_group("urgent", 2, priorityClassName="high"))
+    urgent = ["urgent-0", "urgent-1"]
+    for name in urgent:
+        cp.post(PODS, member(name, "urgent", "1600m", "preempt", priorityClassName="high"))
+
+    def decided() -> dict[str, str] | None:
+        nodes = {n: pod(cp, n)["spec"].get("nodeName", "") for n in urgent}
+        return nodes if all(nodes.values()) else None
+
+    nodes = wait_until(decided, TIMEOUT, "the urgent gang bound")
+    left = sorted(p["metadata"]["name"] for p in cp.get(PODS)["items"] if p["metadata"]["name"] in victims)
+    return {
+        "victim_nodes": victim_nodes,
+        "nodes": nodes,
+        "victims_left": left,
+        "events": {n: events(cp, n) for n in (*victims, *urgent)},
+        "group": wait_until(
+            lambda: [c for c in group_conditions(cp, "urgent") if c[1] == "True"], TIMEOUT, "urgent scheduled"
+        ),
+        "group_priority": cp.get(f"{POD_GROUPS}/urgent")["spec"].get("priority"),
+    }
+
+
+def cluster(state_dir: Path) -> Any:
+    return fresh_cluster(
+        state_dir,
+        sized_nodes(NODES),
+        namespaces=[NS],
+        objects=[("/apis/scheduling.k8s.io/v1/priorityclasses", HIGH)],
+        controller_manager=False,
+        apiserver_args=FLAGS,
+    )
+
+
+SIDE_BY_SIDE = SideBySide(
+    "workload-gangs",
+    cluster,
+    run,
+    kube_args=["--feature-gates=GenericWorkload=true"],
+    kopf_args=("--default-scheduler-name", "default-scheduler", "--feature-gates", "GenericWorkload=true"),
+)
+
+
+def test_a_gang_below_min_count_is_held_without_a_word(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    assert kube_scheduler["below"] == {
+        "nodes": {"below-0": "", "below-1": ""},
+        "conditions": {"below-0": None, "below-1": None},
+        "events": {"below-0": [], "below-1": []},
+        "group": [],
+    }
+    assert kopf_scheduler["below"] == kube_scheduler["below"]
+
+
+def test_a_gang_that_fits_is_bound_where_kube_scheduler_binds_it(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    assert kube_scheduler["fits_nodes"] == {
+        "fits-0": "fits-big-0",
+        "fits-1": "fits-small-1",
+        "fits-2": "fits-big-0",
+    }
+    assert kopf_scheduler["fits_nodes"] == kube_scheduler["fits_nodes"]
+    assert kube_scheduler["fits_group"] == [("PodGroupInitiallyScheduled", "True", "Scheduled", "")]
+    assert kopf_scheduler["fits_group"] == kube_scheduler["fits_group"]
+    assert kube_scheduler["fits_events"]["fits-1"] == [
+        ("Normal", "Scheduled", f"Successfully assigned {NS}/fits-1 to fits-small-1", "")
+    ]
+    assert kopf_scheduler["fits_events"] == kube_scheduler["fits_events"]
+
+
+def test_a_gang_that_cannot_fit_binds_nothing_and_says_what_kube_scheduler_says(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    assert kube_scheduler["cannot_nodes"] == {"cannot-0": "", "cannot-1": "", "cannot-2": ""}
+    assert kopf_scheduler["cannot_nodes"] == kube_scheduler["cannot_nodes"]
+    rejected = f"pod group is unschedulable, {GANG_MESSAGE}"
+    assert kube_scheduler["cannot_conditions"] == {
+        "cannot-0": ("False", "Unschedulable", rejected),
+        "cannot-1": ("False", "Unschedulable", rejected),
+        "cannot-2": ("False", "Unschedulable", UNFIT_MESSAGE),
+    }
+    assert kopf_scheduler["cannot_conditions"] == kube_scheduler["cannot_conditions"]
+    assert kube_scheduler["cannot_events"]["cannot-2"] == [("Warning", "FailedScheduling", UNFIT_MESSAGE, "")]
+    assert kube_scheduler["cannot_events"]["cannot-0"] == [("Warning", "FailedScheduling", rejected, "")]
+    assert kopf_scheduler["cannot_events"] == kube_scheduler["cannot_events"]
+    assert kube_scheduler["cannot_group"] == [
+        ("PodGroupInitiallyScheduled", "False", "Unschedulable", GANG_MESSAGE)
+    ]
+    assert kopf_scheduler["cannot_group"] == kube_scheduler["cannot_group"]
+
+
+def test_a_higher_priority_gang_preempts_as_kube_scheduler_does(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    preempted = ("Normal", "Preempted", "Preempted by podgroup <uid> on node cluster", "PodGroup")
+    assert kube_scheduler["preempt"] == {
+        "victim_nodes": {"low-0": "preempt-big-4", "low-1": "preempt-small-5"},
+        "nodes": {"urgent-0": "preempt-big-4", "urgent-1": "preempt-small-5"},
+        "victims_left": [],
+        "events": {
+            "low-0": [
+                preempted,
+                ("Normal", "Scheduled", f"Successfully assigned {NS}/low-0 to preempt-big-4", ""),
+            ],
+            "low-1": [
+                preempted,
+                ("Normal", "Scheduled", f"Successfully assigned {NS}/low-1 to preempt-small-5", ""),
+            ],
+            # the first cycle: urgent-0 fits nowhere, so urgent-1 cannot make the gang and is not tried;
+            # preemption finds room for both, and the next cycle binds them where it found it
+            "urgent-0": [
+                ("Normal", "Scheduled", f"Successfully assigned {NS}/urgent-0 to preempt-big-4", ""),
+                (
+                    "Warning",
+                    "FailedScheduling",
+                    "0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match Pod's node "
+                    "affinity/selector.",
+                    "",
+                ),
+            ],
+            "urgent-1": [
+                ("Normal", "Scheduled", f"Successfully assigned {NS}/urgent-1 to preempt-small-5", ""),
+                (
+                    "Warning",
+                    "FailedScheduling",
+                    "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining",
+                    "",
+                ),
+            ],
+        },
+        "group": [("PodGroupInitiallyScheduled", "True", "Scheduled", "")],
+        "group_priority": 1000,
+    }
+    assert kopf_scheduler["preempt"] == kube_scheduler["preempt"]
