@@ -5,9 +5,13 @@
 a later request finds too few; ``greedy`` makes those same picks by scanning the node's devices
 (``NodeView``) once per request, with the verdicts the view remembers.
 
-- Same picks, same errors: each request scans from the first device, as the search's loop does, so it
-  visits the devices the search visits, in its order (none of an invalid pool): a failing selector fails
-  the request that reaches that device (while it is free), with the search's text.
+- Same picks, same errors: each request scans from the first device, and on past each device it takes,
+  as the search's loop does, so it visits the devices the search visits, in its order (none of an
+  invalid pool): a failing selector fails the request that reaches that device (while it is free), with
+  the search's text.
+- Not for what being free and selectable does not settle: a node with devices that consume counters,
+  allow multiple allocations, have capacity policies or name their nodes (``NodeView.special``), and
+  requests for capacity (``Plan.capacity``) go to the full search.
 - When a request finds too few devices, backtracking cannot help if every request has the same class
   and selectors (``Plan.final``): they all choose among the same devices, and there are too few. Else
   the caller runs the full search, which retraces these steps first and then goes back.
@@ -261,7 +265,8 @@ def _scan(
 def _selectable(
     matcher: DeviceMatcher, key: SelectorKey, slice_: ResourceSlice, device: Device, clock: Clock
 ) -> bool | Failure:
-    """The selectors' verdict; a device that consumes counters (partitionable devices are off) is never
-    taken, but its selectors run first, as the search runs them before it looks at that."""
+    """The selectors' verdict. A node with a device that consumes counters goes to the full search
+    (``NodeView.special``); should one come here, it is not taken, its selectors run first as the
+    search runs them before it looks at counters."""
     found = verdict(matcher, key, slice_.driver, device, clock)
     return False if found is True and device.consumes_counters else found
