@@ -180,9 +180,10 @@ def make_view(
     labels: Mapping[str, str],
     node_name: str,
     partitionable: bool = True,
-    all_slices: Sequence[ResourceSlice] = (),
+    all_slices: Sequence[ResourceSlice] | None = None,
 ) -> NodeView:
-    """``all_slices``: every slice listed (where the rest of an incomplete pool is looked for)."""
+    """``all_slices``: every slice listed (where the rest of an incomplete pool is looked for;
+    ``slices`` when not given)."""
     looked_up: list[bool] = []
     view = NodeView(slices, gather_pools(slices, labels, node_name, partitionable, all_slices, looked_up))
     view.volatile = bool(looked_up)

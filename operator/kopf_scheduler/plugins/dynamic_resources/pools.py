@@ -59,11 +59,12 @@ def gather_pools(
     labels: Mapping[str, str],
     node_name: str,
     partitionable: bool = True,
-    all_slices: Sequence[ResourceSlice] = (),
+    all_slices: Sequence[ResourceSlice] | None = None,
     looked_up: list[bool] | None = None,
 ) -> list[Pool]:
     """``slices``: those that may concern the node (it may see them); ``all_slices``: every slice, where
-    the rest of an incomplete pool is looked for (``looked_up`` gets an entry when it was)."""
+    the rest of an incomplete pool is looked for (``slices`` when not given; ``looked_up`` gets an entry
+    when it was)."""
     pools: dict[tuple[str, str], list[ResourceSlice]] = {}
     for slice_ in slices:
         if not partitionable and (slice_.per_device_node_selection or slice_.shared_counters):
@@ -77,7 +78,9 @@ def gather_pools(
         if len(found) != found[0].slice_count:
             if looked_up is not None:
                 looked_up.append(True)
-            everything = _pool_slices(all_slices, driver, name, found[0].generation)
+            everything = _pool_slices(
+                slices if all_slices is None else all_slices, driver, name, found[0].generation
+            )
             if everything is None:
                 continue  # obsolete: a newer generation is on its way
             if len(everything) != found[0].slice_count:
