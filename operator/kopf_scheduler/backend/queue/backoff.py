@@ -74,7 +74,11 @@ class BackoffQueue:
         """When the pod's backoff ends (aligned to its window when windows are on); -inf if none is owed."""
         if qp.attempts <= 0:
             return -math.inf
-        end = qp.timestamp + backoff_duration(qp.attempts, self.initial, self.maximum)
+        maximum = self.maximum
+        members = getattr(qp, "members", None)  # a pod group: its longest backoff grows with its size
+        if members is not None and len(members) > 1:
+            maximum *= math.sqrt(len(members))
+        end = qp.timestamp + backoff_duration(qp.attempts, self.initial, maximum)
         return align_to_window(end) if self.windowed else end
 
     def is_backing_off(self, qp: QueuedPodInfo, now: float) -> bool:

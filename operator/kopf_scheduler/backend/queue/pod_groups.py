@@ -12,9 +12,12 @@ A pod naming a PodGroup (``spec.schedulingGroup.podGroupName``) is not queued on
   when the attempt is reported (``add_attempted_pod_group_if_needed``).
 
 The entity sorts by the PodGroup's ``spec.priority`` (0 when unset) and its own queue timestamp, which the
-first member gives it. PreEnqueue runs for every member, and one gated member gates the whole entity. An
-event moves the entity when it would move any member (the strongest strategy wins). Members are kept in
-upstream's order: priority (descending), attempts (descending), queue timestamp, name.
+first member gives it. Its own rejecting plugins stay empty, as upstream never sets them: a rejected group
+waits out its whole backoff with the errors (never popped early from backoffQ), its longest backoff the
+queue's times the square root of its size; a success starts its count again. PreEnqueue runs for every
+member, and one gated member gates the whole entity. An event moves the entity when it would move any
+member (the strongest strategy wins). Members are kept in upstream's order: priority (descending), attempts
+(descending), queue timestamp, name.
 
 The entity is stored in the queue's heaps and pool under ``podgroup/<namespace>/<name>`` (its ``pod`` is a
 stand-in carrying that uid, the PodGroup's priority and the first member's scheduler name); members are
@@ -307,16 +310,13 @@ class PodGroupQueue:
         now = self.clock.now()
         if success:
             entity.last_failure_was_error = False
+            entity.attempts = 0  # upstream resets the group's unschedulable and error counts
         else:
             entity.last_failure_was_error = status is not None and status.code is Code.ERROR
         if not (success and had_failures):
             entity.timestamp = now
         entity.was_flushed = False
         self._flushed_at.pop(uid, None)
-        entity.unschedulable_plugins = set[str]().union(*(m.unschedulable_plugins for m in entity.members))
-        entity.pending_plugins = set[str]().union(*(m.pending_plugins for m in entity.members))
-        if entity.last_failure_was_error:
-            entity.unschedulable_plugins = set()
         if not success and self._backoff.is_backing_off(entity, now):
             if not self._move_to_backoff(entity, SCHEDULE_ATTEMPT_FAILURE, Strategy.AFTER_BACKOFF):
                 return GATED
@@ -446,7 +446,6 @@ class PodGroupQueue:
             if member.gated_by:
                 gated_by = member.gated_by
         entity.gated_by = gated_by
-        entity.unschedulable_plugins.update(*(m.unschedulable_plugins for m in entity.members))
 
     # -- introspection ---------------------------------------------------------------------------------
     def member_location(self, pod: PodInfo) -> str | None:

@@ -277,3 +277,35 @@ def test_a_member_deleted_while_in_flight_is_not_requeued():
     assert entity.last_failure_was_error
     assert [m.pod.name for m in entity.members] == ["b"]
     assert queue.location("uid-b") == BACKOFF
+
+
+def test_a_rejected_group_waits_out_its_whole_backoff_longer_the_larger_it_is():
+    queue, clock, states = gang_queue(max_backoff=10.0)
+    observe(queue, states, group(min_count=None))
+    members = [member(f"m{i}") for i in range(4)]
+    arrive(queue, states, *members)
+    for attempt in range(1, 6):
+        entity = queue.pop_nowait()
+        assert isinstance(entity, QueuedPodGroupInfo)
+        for m in entity.members:
+            m.unschedulable_plugins.add("NodeResourcesFit")
+            queue.add_unschedulable_if_not_present(m)
+        queue.add_attempted_pod_group_if_needed(entity, Status(Code.UNSCHEDULABLE, ("x",)))
+        # not popped before its backoff ends, though activeQ is empty (upstream's error backoff heap)
+        assert queue.pop_nowait() is None
+        expected = min(2 ** (attempt - 1), 10.0 * 2)  # the longest backoff times sqrt(4 members)
+        assert queue.next_backoff_expiry() == clock.now() + expected + 1.0
+        clock.advance(expected + 1.0)
+        queue.flush_backoff_completed()
+
+
+def test_a_success_starts_the_groups_backoff_count_again():
+    queue, _, states = gang_queue()
+    observe(queue, states, group(min_count=None))
+    arrive(queue, states, member("a"), member("b"))
+    entity = queue.pop_nowait()
+    entity.members[0].unschedulable_plugins.add("NodeResourcesFit")
+    queue.done("uid-b")
+    queue.add_unschedulable_if_not_present(entity.members[0])
+    assert queue.add_attempted_pod_group_if_needed(entity, None) == ACTIVE
+    assert entity.attempts == 0
