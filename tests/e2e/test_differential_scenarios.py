@@ -1335,6 +1335,15 @@ class RealRun:
             claim = self.claims.get(f"{pod['metadata']['namespace']}/{entry.get('resourceClaimName')}")
             results = (((claim or {}).get("status") or {}).get("allocation") or {}).get("devices") or {}
             outcome.devices[entry["name"]] = [device_result(r) for r in results.get("results") or ()]
+        extended = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        if extended.get("resourceClaimName"):  # the claim made for extended resources backed by DRA
+            ns = pod["metadata"]["namespace"]
+            path = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{extended['resourceClaimName']}"
+            found = self.cp.api.request("GET", path)
+            claim = found.json() if found.status == 200 else {}
+            results = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+            # simulate lists it as ``<extended-resources>`` (``simulate.dra.EXTENDED_RESOURCES``)
+            outcome.devices["<extended-resources>"] = [device_result(r) for r in results.get("results") or ()]
         if cond.get("status") == "False":
             outcome.condition, outcome.reason = cond.get("message"), cond.get("reason")
             # a gated pod never reaches the scheduler: it should have no FailedScheduling event
