@@ -214,3 +214,26 @@ async def test_a_gang_with_a_pod_that_never_preempts_preempts_nothing() -> None:
         "deallocation and deletion of ResourceClaims completed, "
         "pod group preemption: not eligible due to preemptionPolicy=Never."
     )
+
+
+async def test_a_gang_whose_pods_do_not_share_its_priority_is_a_scheduler_error() -> None:
+    scheduler, api = _scheduler()
+    _pod_group(scheduler, "mixed", min_count=2)
+    for i in range(2):
+        scheduler.add_pod(_member(f"mixed-{i}", "mixed", "100m", priority=5))
+    await _run(scheduler)
+    message = (
+        "all pods in a single pod group should have the same priority as the pod group's priority, "
+        "got 5 and 0"
+    )
+    assert api.failures[:2] == [
+        (f"{NS}/mixed-0", "SchedulerError", message),
+        (f"{NS}/mixed-1", "SchedulerError", message),
+    ]
+    condition = _conditions(api, "mixed")[0]
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False",
+        "SchedulerError",
+        message,
+    )
+    assert _bound(api) == {}
