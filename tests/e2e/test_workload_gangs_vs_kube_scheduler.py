@@ -19,6 +19,10 @@ each cluster, in order:
    preemption evicts both (``Preempted by podgroup <uid> on node cluster``, the PodGroup as the related
    object); the next binds the gang where preemption found it room.
 
+5. **A gang whose pods have another priority than its PodGroup** (the pods' PriorityClass, none for the
+   PodGroup): every pod fails before scheduling with a ``SchedulerError``, and so does the PodGroup's
+   condition.
+
 Every placement, event text, pod condition and PodGroup condition is compared word for word (UIDs, which
 each cluster gives its own objects, read ``<uid>``).
 """
@@ -165,6 +169,19 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
     out["cannot_events"] = {n: events(cp, n) for n in cannot}
 
     out["preempt"] = preempt(cp)
+
+    # 5. a gang whose pods have another priority than its PodGroup
+    cp.post(POD_GROUPS, pod_group("mixed", 2))
+    mixed = ["mixed-0", "mixed-1"]
+    for name in mixed:
+        cp.post(PODS, member(name, "mixed", "100m", "fits", priorityClassName="high"))
+    out["mixed_conditions"] = {
+        n: wait_until(lambda n=n: scheduled_condition(cp, n), TIMEOUT, f"{n} failed") for n in mixed
+    }
+    out["mixed_group"] = wait_until(
+        lambda: group_conditions(cp, "mixed"), TIMEOUT, "the mixed gang's condition"
+    )
+    out["mixed_events"] = {n: events(cp, n) for n in mixed}
 
     # 1, checked last: nothing said about the gang below minCount, a while after the rest was decided
     time.sleep(QUIET)
@@ -324,3 +341,23 @@ def test_a_higher_priority_gang_preempts_as_kube_scheduler_does(
         "group_priority": 1000,
     }
     assert kopf_scheduler["preempt"] == kube_scheduler["preempt"]
+
+
+def test_a_gang_whose_pods_have_another_priority_fails_as_kube_scheduler_fails_it(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    message = (
+        "all pods in a single pod group should have the same priority as the pod group's priority, "
+        "got 1000 and 0"
+    )
+    assert kube_scheduler["mixed_conditions"] == {
+        "mixed-0": ("False", "SchedulerError", message),
+        "mixed-1": ("False", "SchedulerError", message),
+    }
+    assert kopf_scheduler["mixed_conditions"] == kube_scheduler["mixed_conditions"]
+    assert kube_scheduler["mixed_group"] == [
+        ("PodGroupInitiallyScheduled", "False", "SchedulerError", message)
+    ]
+    assert kopf_scheduler["mixed_group"] == kube_scheduler["mixed_group"]
+    assert kube_scheduler["mixed_events"]["mixed-0"] == [("Warning", "FailedScheduling", message, "")]
+    assert kopf_scheduler["mixed_events"] == kube_scheduler["mixed_events"]
