@@ -5,7 +5,8 @@ Fed by the scheduler's recorder (bound, failed, extension-point, algorithm and P
 preemption); the queue's and the cache's state is read when the endpoint is scraped (``metric_state``).
 Only the metrics kube-scheduler v1.37.2 registers with its default feature gates are here (not those of
 GenericWorkload, TopologyAwareWorkloadScheduling, SchedulerAsyncAPICalls). DRADeviceBindingConditions'
-(``scheduler_dra_bindingconditions_*``) are fed by DynamicResources' PreBind waits.
+(``scheduler_dra_bindingconditions_*``) are fed by DynamicResources' PreBind waits, DRAExtendedResource's
+(``dynamic_resource_allocation_resourceclaim_creates_total``) by the claims it creates for extended resources.
 Of opportunistic batching's, the counters are here; its latency histograms (``get_node_hint``,
 ``store_schedule_results``, ``batch_rescore``) are not.
 """
@@ -151,6 +152,13 @@ class SchedulerMetrics:
             buckets=exponential_buckets(0.1, 2, 14),
             registry=r,
         )
+        self.resourceclaim_creates = Counter(
+            "dynamic_resource_allocation_resourceclaim_creates",
+            "[ALPHA] Number of ResourceClaims creation requests, categorized by creation status, admin "
+            "access, and owning API group and kind (either Pod or scheduling.k8s.io/PodGroup)",
+            ["status", "admin_access", "owner_api_group", "owner_api_kind"],
+            registry=r,
+        )
         self.shadow_decisions = Counter(
             "kopf_scheduler_shadow_decisions",
             "Verdicts of shadow profiles on the pods another scheduler bound: 'same' (the node is among "
@@ -224,6 +232,10 @@ class SchedulerMetrics:
         manager.binding_allocation_hooks.append(
             lambda profile, driver, status: allocations(driver, profile, status).inc()
         )
+        # the claims made for pods' extended resources (DRAExtendedResource): never admin access, owned
+        # by the pod
+        creates = _labelled(self.resourceclaim_creates)
+        manager.claim_create_hooks.append(lambda status: creates(status, "false", "", "Pod").inc())
 
     def attach_operator(
         self,

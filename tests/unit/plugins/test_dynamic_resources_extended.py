@@ -410,7 +410,10 @@ def test_pre_bind_creates_the_claim_writes_it_and_the_pod_status() -> None:
     pl, handle = plugin()
     subject = gpu_pod("p", uid="uid-p")
     state = scheduled(pl, subject)
+    created: list[str] = []
+    pl.manager.claim_create_hooks.append(created.append)
     assert asyncio.run(pl.pre_bind(state, subject, "n1")) is None
+    assert created == ["success"]
     writes = handle.client.writes
     assert [(m, p) for m, p, _ in writes] == [
         ("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"),

@@ -182,6 +182,14 @@ UPSTREAM: dict[str, tuple[str, str, tuple[str, ...], tuple[float, float, int] | 
         ("driver", "profile", "status"),
         (0.1, 2, 14),
     ),
+    # DRAExtendedResource (on): the claims created for pods' extended resources
+    "dynamic_resource_allocation_resourceclaim_creates_total": (
+        "counter",
+        "[ALPHA] Number of ResourceClaims creation requests, categorized by creation status, admin access, "
+        "and owning API group and kind (either Pod or scheduling.k8s.io/PodGroup)",
+        ("status", "admin_access", "owner_api_group", "owner_api_kind"),
+        None,
+    ),
     "leader_election_master_status": (
         "gauge",
         "[ALPHA] Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 "
@@ -246,6 +254,8 @@ async def test_every_family_is_kube_schedulers_v1_37_2_and_no_other() -> None:
     await _preemption(scheduler)
     scheduler.recorder.permit_waited(None, time.perf_counter())
     _binding_conditions_waited(scheduler)
+    for hook in manager_for(scheduler.objects).claim_create_hooks:  # a claim made for extended resources
+        hook("success")
     scheduler.recorder.batch_rescore(PROFILE)  # the default profile signs no pod: it never rescores
     families = {}
     for family in metrics.registry.collect():
@@ -280,6 +290,17 @@ def test_binding_conditions_waits_are_counted_per_driver_profile_and_status() ->
     assert _value(metrics, "scheduler_dra_bindingconditions_wait_duration_seconds_sum", **labels) == 1.5
     bucket = {**labels, "le": "1.6"}
     assert _value(metrics, "scheduler_dra_bindingconditions_wait_duration_seconds_bucket", **bucket) == 1
+
+
+def test_claims_created_for_extended_resources_are_counted_by_status() -> None:
+    scheduler, _, metrics = _setup()
+    for status in ("success", "success", "failure"):
+        for hook in manager_for(scheduler.objects).claim_create_hooks:
+            hook(status)
+    labels = {"admin_access": "false", "owner_api_group": "", "owner_api_kind": "Pod"}
+    name = "dynamic_resource_allocation_resourceclaim_creates_total"
+    assert _value(metrics, name, status="success", **labels) == 2
+    assert _value(metrics, name, status="failure", **labels) == 1
 
 
 async def test_preemption_and_the_attempts_it_ends() -> None:

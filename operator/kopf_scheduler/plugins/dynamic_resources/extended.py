@@ -261,8 +261,11 @@ def requests_and_mappings(
 
 
 # -- the API writes ----------------------------------------------------------------------------------------
-async def create_claim(client: ClusterClient, variant: ResourceClaim) -> ResourceClaim:
-    """``createExtendedResourceClaimInAPI``: the node's variant, created with a generated name."""
+async def create_claim(
+    client: ClusterClient, variant: ResourceClaim, hooks: Sequence[Callable[[str], None]] = ()
+) -> ResourceClaim:
+    """``createExtendedResourceClaimInAPI``: the node's variant, created with a generated name; ``hooks``
+    hear ``success`` or ``failure`` (``ResourceClaimCreatesTotal``)."""
     raw = copy.deepcopy(dict(variant.raw))
     raw.pop("status", None)
     meta = raw["metadata"]
@@ -272,9 +275,13 @@ async def create_claim(client: ClusterClient, variant: ResourceClaim) -> Resourc
     try:
         created = await client.create_object(path, raw)
     except APIError as e:
+        for hook in hooks:
+            hook("failure")
         raise ClaimWriteError(
             f"create claim for extended resources {variant.namespace}/: {e.message}"
         ) from None
+    for hook in hooks:
+        hook("success")
     return parse_resource_claim(created)
 
 
@@ -374,7 +381,7 @@ async def bind(
     if ext.in_memory:
         if variant is None:
             raise ClaimWriteError(f"extended resource claim not found for node {node}")
-        ext.claim = await create_claim(client, variant[0])
+        ext.claim = await create_claim(client, variant[0], manager.claim_create_hooks)
     written = await bind_claim(client, manager, ext.claim, ext.allocation, pod, stamp)
     ext.claim = written
     await patch_pod_status(client, pod, written.name, variant[1] if variant is not None else ())

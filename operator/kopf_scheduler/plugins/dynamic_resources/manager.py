@@ -26,6 +26,8 @@ upstream's is: two pods of two profiles must never be given one device either.
   (``node_devices``), kept for every cycle of every profile.
 - ``binding_wait_hooks`` and ``binding_allocation_hooks``: who hears how PreBind's waits for device binding
   conditions ended (the metrics ``scheduler_dra_bindingconditions_*``), for every profile.
+- ``claim_create_hooks``: who hears of each claim PreBind created for a pod's extended resources, with
+  ``success`` or ``failure`` (``dynamic_resource_allocation_resourceclaim_creates_total``).
 - ``resource_slices``: the slices with the DeviceTaintRules' taints on their devices (``taints``).
 
 A manager is kept per ``ClusterListers`` (one per scheduler) in a weak map, so a scheduler that goes
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import builtins
 import weakref
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from fractions import Fraction
 from typing import Any
 
@@ -129,6 +131,7 @@ class DraManager:
         self.devices = NodeDevices()
         self.binding_wait_hooks: builtins.list[WaitHook] = []
         self.binding_allocation_hooks: builtins.list[AllocationHook] = []
+        self.claim_create_hooks: builtins.list[Callable[[str], None]] = []
         self._slices = objects.of(RESOURCE_SLICES)
         self._taint_rules = objects.of(DEVICE_TAINT_RULES)
         self._patched = PatchedSlices()
