@@ -18,6 +18,11 @@ through one ResourceClaim the scheduler makes for it:
   (owner: the pod), records its allocation and the pod's reservation as for any claim, and writes the
   pod's ``status.extendedResourceClaimStatus`` (the claim's name, and which request serves which
   container's resource). Unreserve drops the allocation in flight and deletes a claim PreBind created.
+
+One difference from v1.37.2: on a node that advertises every extended resource the pod asks for, a pod
+that also has claims of its own allocates those only. Upstream then allocates an empty variant of the
+claim of extended resources too, creates it in PreBind and fails there on its empty request mappings
+(``nil or empty request mappings``), Unreserve deletes it, and every retry does the same.
 """
 
 from __future__ import annotations
