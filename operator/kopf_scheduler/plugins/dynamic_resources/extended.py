@@ -20,9 +20,10 @@ through one ResourceClaim the scheduler makes for it:
   container's resource). Unreserve drops the allocation in flight and deletes a claim PreBind created.
 
 One difference from v1.37.2: on a node that advertises every extended resource the pod asks for, a pod
-that also has claims of its own allocates those only. Upstream then allocates an empty variant of the
-claim of extended resources too, creates it in PreBind and fails there on its empty request mappings
-(``nil or empty request mappings``), Unreserve deletes it, and every retry does the same.
+that also has claims of its own allocates those only. Upstream (read, not run) then allocates a variant
+of the claim of extended resources without requests too and creates it in PreBind, which fails (at the
+latest on its empty request mappings, ``nil or empty request mappings``); Unreserve deletes it, and every
+retry does the same.
 """
 
 from __future__ import annotations
