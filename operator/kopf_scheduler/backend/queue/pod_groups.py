@@ -217,6 +217,9 @@ class PodGroupQueue:
         self._pg_pending = MemberPods()
         #: the group whose entity was popped last and not reported yet
         self._pg_in_flight: GroupKey | None = None
+        #: member uid -> its group, for lookups by uid alone (entries of pods gone only from the queue may
+        #: linger until their deletion: a lookup then finds nothing)
+        self._pg_uids: dict[str, GroupKey] = {}
 
     def _member_key(self, pod: PodInfo) -> GroupKey | None:
         return _group_key(pod) if self.pod_groups_enabled else None
@@ -386,6 +389,7 @@ class PodGroupQueue:
         key = self._member_key(pod)
         if key is None:
             return False
+        self._pg_uids.pop(pod.uid, None)
         if key not in self._pg_objects:
             self._pg_incomplete.delete(key, pod.uid)
             return True
@@ -456,17 +460,11 @@ class PodGroupQueue:
         return self._member_location(key, pod.uid)
 
     def _member_location_by_uid(self, uid: str) -> str | None:
-        """``location`` of a member not in flight, found by its uid alone (a scan of the groups)."""
+        """``location`` of a member not in flight, found by its uid alone."""
         if not self.pod_groups_enabled or uid in self._in_flight:
             return None
-        for held, where in ((self._pg_incomplete, INCOMPLETE), (self._pg_pending, PENDING)):
-            if any(qp.pod.uid == uid for qp in held):
-                return where
-        for key in self._pg_objects:
-            entity = self._find_entity(key)
-            if entity is not None and entity.member(uid) is not None:
-                return self._member_location(key, uid)
-        return None
+        key = self._pg_uids.get(uid)
+        return None if key is None else self._member_location(key, uid)
 
     def _member_location(self, key: GroupKey, uid: str) -> str | None:
         if self._pg_incomplete.get(key, uid) is not None:
@@ -523,6 +521,7 @@ class PodGroupQueue:
     def _add_member(self, key: GroupKey, qp: QueuedPodInfo) -> None:
         """``addPodGroupMember``: incomplete without a PodGroup; else into its entity wherever it waits
         (which stays there), pending while the entity is in flight, or a new entity for activeQ."""
+        self._pg_uids[qp.pod.uid] = key
         group = self._pg_objects.get(key)
         if group is None:
             self._pg_incomplete.add(key, qp)

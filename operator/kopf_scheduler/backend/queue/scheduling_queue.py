@@ -678,8 +678,13 @@ class SchedulingQueue(PodGroupQueue):
         return counts
 
     def __contains__(self, uid: object) -> bool:
-        """Whether the pod waits in the queue (activeQ, backoffQ or the pool; not in flight)."""
-        return uid in self._active or uid in self._backoff or uid in self._pool
+        """Whether the pod waits in the queue (activeQ, backoffQ or the pool; not in flight), also as a
+        pod group's member (in its entity, or waiting for its PodGroup or its group's attempt)."""
+        if uid in self._active or uid in self._backoff or uid in self._pool:
+            return True
+        return (
+            self.pod_groups_enabled and isinstance(uid, str) and self._member_location_by_uid(uid) is not None
+        )
 
     def __len__(self) -> int:
         return len(self._active) + len(self._backoff) + len(self._pool)

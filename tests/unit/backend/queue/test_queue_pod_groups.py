@@ -309,3 +309,18 @@ def test_a_success_starts_the_groups_backoff_count_again():
     queue.add_unschedulable_if_not_present(entity.members[0])
     assert queue.add_attempted_pod_group_if_needed(entity, None) == ACTIVE
     assert entity.attempts == 0
+
+
+def test_members_count_as_waiting_in_the_queue_wherever_they_wait():
+    queue, _, states = gang_queue()
+    arrive(queue, states, member("a"))
+    assert "uid-a" in queue  # incomplete
+    observe(queue, states, group(min_count=None))
+    assert "uid-a" in queue  # in its entity
+    queue.pop_nowait()
+    assert "uid-a" not in queue  # in flight
+    arrive(queue, states, member("b"))
+    assert "uid-b" in queue  # pending
+    queue.delete(member("b"))
+    assert "uid-b" not in queue
+    assert "uid-other" not in queue
