@@ -53,6 +53,7 @@ LEADER_HELP = (
 ENTITY_QUEUES = ("active", "backoff", "unschedulable", "gated")
 #: every queued entity is a single pod without GenericWorkload (off by default)
 POD = "pod"
+POD_GROUP = "podgroup"
 
 
 class StateCollector(Collector):
@@ -74,9 +75,14 @@ class StateCollector(Collector):
         entities = GaugeMetricFamily(
             "scheduler_queued_entities", QUEUED_ENTITIES_HELP, labels=["queue", "type"]
         )
+        by_type = queue.entity_counts() if incoming.entered_groups else None  # pod groups (GenericWorkload)
         for name in ENTITY_QUEUES:
             if name in incoming.entered:
-                entities.add_metric([name, POD], counts[name])
+                entities.add_metric(
+                    [name, POD], counts[name] if by_type is None else by_type.get((name, POD), 0)
+                )
+            if by_type is not None and name in incoming.entered_groups:
+                entities.add_metric([name, POD_GROUP], by_type.get((name, POD_GROUP), 0))
         yield entities
         # labels by name, as client_golang writes them
         pods_in = CounterMetricFamily(
@@ -90,6 +96,8 @@ class StateCollector(Collector):
         )
         for (name, event), count in list(incoming.entities.items()):
             entities_in.add_metric([event, name, POD], count)
+        for (name, event), count in list(incoming.group_entities.items()):
+            entities_in.add_metric([event, name, POD_GROUP], count)
         yield entities_in
         rejectors = _read_while_moving(queue.rejectors)
         if rejectors is not None:

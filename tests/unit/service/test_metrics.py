@@ -19,6 +19,7 @@ from fake_api import FakeAPI
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.interface import PermitPlugin
+from kopf_scheduler.framework.objects import WORKLOAD_POD_GROUPS
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import WAIT, Status
 from kopf_scheduler.plugins.dynamic_resources.manager import manager_for
@@ -411,3 +412,34 @@ async def test_a_pod_scheduled_after_the_leftover_flush_is_counted() -> None:
     scheduler.schedule_one(qp)
     await scheduler.wait_for_bindings()
     assert _value(metrics, "scheduler_pod_scheduled_after_flush_total") == 1
+
+
+def test_a_pod_group_counts_its_pods_and_is_one_podgroup_entity() -> None:
+    """GenericWorkload: ``scheduler_pending_pods`` counts a gang's pods, ``scheduler_queued_entities`` and
+    ``scheduler_queue_incoming_entities_total`` its entity as ``type="podgroup"``."""
+    scheduler, _, metrics = _setup()
+    scheduler.use_pod_groups(True)
+    group = {
+        "metadata": {"name": "g", "namespace": "default"},
+        "spec": {"schedulingPolicy": {"basic": {}}},
+    }
+    scheduler.update_object(WORKLOAD_POD_GROUPS, group)
+    for name in ("m0", "m1"):
+        pod = make_pod().name(name).uid(name).scheduler_name(PROFILE).req(cpu="100m")
+        scheduler.add_pod(pod.set("spec.schedulingGroup", {"podGroupName": "g"}).obj())
+    assert _value(metrics, "scheduler_pending_pods", queue="active") == 2
+    assert _value(metrics, "scheduler_queued_entities", queue="active", type="podgroup") == 1
+    assert _value(metrics, "scheduler_queued_entities", queue="active", type="pod") is None
+    assert (
+        _value(
+            metrics,
+            "scheduler_queue_incoming_entities_total",
+            event="UnscheduledPodAdd",
+            queue="active",
+            type="podgroup",
+        )
+        == 1
+    )
+    assert (
+        _value(metrics, "scheduler_queue_incoming_pods_total", event="UnscheduledPodAdd", queue="active") == 3
+    )

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from kopf_scheduler.backend.queue.backoff import BackoffQueue
     from kopf_scheduler.backend.queue.heap import KeyedHeap
     from kopf_scheduler.backend.queue.in_flight import InFlight
+    from kopf_scheduler.backend.queue.incoming import IncomingCounts
     from kopf_scheduler.backend.queue.nominator import Nominator
     from kopf_scheduler.backend.queue.unschedulable_pool import UnschedulablePool
     from kopf_scheduler.framework.clock import Clock
@@ -57,6 +58,9 @@ if TYPE_CHECKING:
 #: where a member waits outside an entity (``location``; also the ``counts`` keys upstream's metric uses)
 INCOMPLETE = "incomplete"
 PENDING = "pending"
+#: the ``type`` label of ``scheduler_queued_entities``
+POD_TYPE = "pod"
+POD_GROUP_TYPE = "podgroup"
 
 GroupKey = tuple[str, str]
 
@@ -178,6 +182,7 @@ class PodGroupQueue:
 
     if TYPE_CHECKING:
         clock: Clock
+        incoming: IncomingCounts
         nominator: Nominator
         scheduling_cycle: int
         pop_from_backoff: bool
@@ -482,6 +487,42 @@ class PodGroupQueue:
 
     def _group_counts(self) -> tuple[int, int]:
         return len(self._pg_incomplete), len(self._pg_pending)
+
+    @staticmethod
+    def _sized(qp: QueuedPodInfo) -> tuple[int, bool]:
+        """What an entity counts for the metrics: (its pods, whether it is a pod group)."""
+        if isinstance(qp, QueuedPodGroupInfo):
+            return len(qp.members), True
+        return 1, False
+
+    def _entered(self, qp: QueuedPodInfo) -> set[str]:
+        """The set of queues entered by entities of ``qp``'s type (``incoming``)."""
+        incoming = self.incoming
+        return incoming.entered_groups if isinstance(qp, QueuedPodGroupInfo) else incoming.entered
+
+    def _pod_counts(self) -> dict[str, int]:
+        """Pods in activeQ, backoffQ, the pool and gated, members of the entities there counted."""
+        counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+        for where, entities in ((ACTIVE, self._active), (BACKOFF, self._backoff)):
+            counts[where] = sum(self._sized(qp)[0] for qp in entities)
+        for qp in self._pool:
+            counts[GATED if qp.gated_by else UNSCHEDULABLE] += self._sized(qp)[0]
+        return counts
+
+    def entity_counts(self) -> dict[tuple[str, str], int]:
+        """(queue, ``pod`` or ``podgroup``) -> the entities of that type there
+        (``scheduler_queued_entities``)."""
+        counts: dict[tuple[str, str], int] = {}
+        places: list[tuple[str, Iterable[QueuedPodInfo]]] = [(ACTIVE, self._active), (BACKOFF, self._backoff)]
+        for where, entities in places:
+            for qp in entities:
+                key = (where, POD_GROUP_TYPE if isinstance(qp, QueuedPodGroupInfo) else POD_TYPE)
+                counts[key] = counts.get(key, 0) + 1
+        for qp in self._pool:
+            where = GATED if qp.gated_by else UNSCHEDULABLE
+            key = (where, POD_GROUP_TYPE if isinstance(qp, QueuedPodGroupInfo) else POD_TYPE)
+            counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def _expand(self, queued: Iterable[QueuedPodInfo]) -> list[QueuedPodInfo]:
         """Entities replaced by their members, then the members waiting outside entities."""

@@ -337,7 +337,7 @@ class SchedulingQueue(PodGroupQueue):
             if qp is None and self.pop_from_backoff:
                 qp = self._backoff.pop_rejected()
                 if qp is not None:
-                    self.incoming.record(ACTIVE, POP_FROM_BACKOFF_Q, None)
+                    self.incoming.record(ACTIVE, POP_FROM_BACKOFF_Q, None, *self._sized(qp))
             if qp is None:
                 return None
             if qp.pod.uid in self._in_flight:
@@ -656,6 +656,8 @@ class SchedulingQueue(PodGroupQueue):
         (``pending``): none without GenericWorkload (off), but the series exist."""
         gated = self._pool.gated_count
         incomplete, pending = self._group_counts()
+        if self.pod_groups_enabled:  # a pod group's members are pods of its entity's queue
+            return {**self._pod_counts(), "incomplete": incomplete, "pending": pending}
         return {
             ACTIVE: len(self._active),
             BACKOFF: len(self._backoff),
@@ -766,8 +768,8 @@ class SchedulingQueue(PodGroupQueue):
             qp.initial_timestamp = self.clock.now()
         self._active.push(uid, self._active_key(qp), qp.sequence, qp)
         incoming = self.incoming
-        incoming.record(ACTIVE, event, strategy)
-        incoming.entered.add(ACTIVE)
+        incoming.record(ACTIVE, event, strategy, *self._sized(qp))
+        self._entered(qp).add(ACTIVE)
         return True
 
     def _move_to_backoff(self, qp: QueuedPodInfo, event: str, strategy: Strategy) -> bool:
@@ -782,16 +784,16 @@ class SchedulingQueue(PodGroupQueue):
         self._pool.remove(qp.pod.uid)
         self._backoff.add(qp)
         incoming = self.incoming
-        incoming.record(BACKOFF, event, strategy)
-        incoming.entered.add(BACKOFF)
+        incoming.record(BACKOFF, event, strategy, *self._sized(qp))
+        self._entered(qp).add(BACKOFF)
         return True
 
     def _to_pool(self, qp: QueuedPodInfo, event: str, strategy: Strategy | None) -> None:
         """Stores the pod in the unschedulable pool; one not there before counts as entering it."""
         incoming = self.incoming
         if qp.pod.uid not in self._pool:
-            incoming.record(UNSCHEDULABLE, event, strategy)
-        incoming.entered.add(GATED if qp.gated_by else UNSCHEDULABLE)
+            incoming.record(UNSCHEDULABLE, event, strategy, *self._sized(qp))
+        self._entered(qp).add(GATED if qp.gated_by else UNSCHEDULABLE)
         self._pool.add(qp)
 
     def _requeue(self, qp: QueuedPodInfo, strategy: Strategy, event: str, *, wake: bool = True) -> str:

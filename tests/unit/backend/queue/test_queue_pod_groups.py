@@ -113,7 +113,8 @@ def test_below_min_count_the_group_is_gated_and_the_last_member_releases_it_whol
     arrive(queue, states, member("a"), member("b"))
     observe(queue, states, group(min_count=3))
     assert queue.location("uid-a") == GATED
-    assert queue.counts()["gated"] == 1  # one entity
+    assert queue.entity_counts() == {("gated", "podgroup"): 1}
+    assert queue.counts()["gated"] == 2  # its pods
     assert queue.pop_nowait() is None
 
     arrive(queue, states, member("c"))
@@ -134,7 +135,7 @@ def test_the_pod_group_arriving_last_forms_the_entity():
     assert queue.counts()["incomplete"] == 3
     observe(queue, states, group(min_count=3))
     assert queue.counts()["incomplete"] == 0
-    assert queue.counts()["active"] == 1
+    assert queue.entity_counts() == {("active", "podgroup"): 1}
     entity = queue.pop_nowait()
     assert [m.pod.name for m in entity.members] == ["a", "b", "c"]
 
@@ -178,12 +179,13 @@ def test_failed_members_and_newcomers_wait_pending_then_come_back_as_one_entity_
     assert queue.add_attempted_pod_group_if_needed(entity, status) == BACKOFF
     assert queue.counts() == {
         "active": 0,
-        "backoff": 1,
+        "backoff": 3,
         "unschedulable": 0,
         "gated": 0,
         "incomplete": 0,
         "pending": 0,
     }
+    assert queue.entity_counts() == {("backoff", "podgroup"): 1}
     assert queue.location("uid-late") == BACKOFF
     clock.advance(10)
     queue.flush_backoff_completed()
@@ -258,7 +260,7 @@ def test_a_member_updated_in_the_pool_is_checked_against_the_hints():
     queue.update(member("b"), updated)
     assert queue.location("uid-b") == GATED
     assert {qp.pod.name: qp.pod for qp in queue.pending()}["b"] is updated
-    assert queue.counts()["gated"] == 1
+    assert queue.entity_counts() == {("gated", "podgroup"): 1}
 
 
 def test_a_member_deleted_while_in_flight_is_not_requeued():
@@ -324,3 +326,20 @@ def test_members_count_as_waiting_in_the_queue_wherever_they_wait():
     queue.delete(member("b"))
     assert "uid-b" not in queue
     assert "uid-other" not in queue
+
+
+def test_the_metrics_count_a_groups_pods_and_the_group_as_one_entity():
+    queue, _, states = gang_queue()
+    observe(queue, states, group(min_count=3))
+    arrive(queue, states, member("a"), member("b"))
+    assert queue.counts()["gated"] == 2  # scheduler_pending_pods counts pods
+    assert queue.entity_counts() == {("gated", "podgroup"): 1}
+    arrive(queue, states, member("c"))
+    assert queue.counts()["active"] == 3
+    assert queue.entity_counts() == {("active", "podgroup"): 1}
+    assert queue.incoming.entered_groups == {"gated", "active"}
+    assert queue.incoming.entered == set()
+    # the group entered the pool with one pod, and activeQ with three
+    assert queue.incoming.pods[("active", "UnscheduledPodAdd")] == 3
+    assert queue.incoming.group_entities[("active", "UnscheduledPodAdd")] == 1
+    assert dict(queue.incoming.entities) == {}
