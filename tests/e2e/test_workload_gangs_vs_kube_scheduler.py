@@ -13,13 +13,14 @@ each cluster, in order:
 3. **A gang that cannot fit**: three pods of 1600m, room for two: none is bound; the third pod's own
    FitError, the other two's ``pod group is unschedulable, minCount (3) cannot be satisfied: ...``; the
    PodGroup's condition ``False``/``Unschedulable`` with the group's message.
-
 4. **A gang of higher priority preempts**: two pods of priority 0 hold the room of a gang of two members
    of priority 1000 (its PodGroup's too, from the same PriorityClass). Its first cycle fails and pod group
    preemption evicts both (``Preempted by podgroup <uid> on node cluster``, the PodGroup as the related
    object); the next binds the gang where preemption found it room.
-
-5. **A gang whose pods have another priority than its PodGroup** (the pods' PriorityClass, none for the
+5. **A gang larger than its minCount**: three pods of 1600m for ``minCount: 2``, room for two: the two are
+   bound and the PodGroup scheduled; the third gets its own FitError, and the condition stays ``True`` when
+   it is tried again alone.
+6. **A gang whose pods have another priority than its PodGroup** (the pods' PriorityClass, none for the
    PodGroup): every pod fails before scheduling with a ``SchedulerError``, and so does the PodGroup's
    condition.
 
@@ -56,6 +57,8 @@ NODES = {
     "cannot-small-3": ("cannot", "2", "8Gi"),
     "preempt-big-4": ("preempt", "3", "8Gi"),
     "preempt-small-5": ("preempt", "2", "8Gi"),
+    "extra-big-6": ("extra", "3", "8Gi"),
+    "extra-small-7": ("extra", "2", "8Gi"),
 }
 HIGH = {
     "apiVersion": "scheduling.k8s.io/v1",
@@ -68,7 +71,7 @@ TIMEOUT = 60.0
 QUIET = 5.0
 
 UNFIT_MESSAGE = (
-    "0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match Pod's node affinity/selector."
+    "0/8 nodes are available: 2 Insufficient cpu, 6 node(s) didn't match Pod's node affinity/selector."
 )
 GANG_MESSAGE = (
     "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
@@ -170,7 +173,21 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
 
     out["preempt"] = preempt(cp)
 
-    # 5. a gang whose pods have another priority than its PodGroup
+    # 5. a gang of three pods of which two make it (minCount 2)
+    cp.post(POD_GROUPS, pod_group("extra", 2))
+    extra = [f"extra-{i}" for i in range(3)]
+    for name in extra:
+        cp.post(PODS, member(name, "extra", "1600m", "extra"))
+    out["extra_group"] = wait_until(
+        lambda: group_conditions(cp, "extra"), TIMEOUT, "the extra gang's condition"
+    )
+    out["extra_left"] = wait_until(
+        lambda: scheduled_condition(cp, "extra-2"), TIMEOUT, "extra-2 unschedulable"
+    )
+    out["extra_nodes"] = {n: pod(cp, n)["spec"].get("nodeName", "") for n in extra}
+    out["extra_events"] = {n: events(cp, n) for n in extra}
+
+    # 6. a gang whose pods have another priority than its PodGroup
     cp.post(POD_GROUPS, pod_group("mixed", 2))
     mixed = ["mixed-0", "mixed-1"]
     for name in mixed:
@@ -322,7 +339,7 @@ def test_a_higher_priority_gang_preempts_as_kube_scheduler_does(
                 (
                     "Warning",
                     "FailedScheduling",
-                    "0/6 nodes are available: 2 Insufficient cpu, 4 node(s) didn't match Pod's node "
+                    "0/8 nodes are available: 2 Insufficient cpu, 6 node(s) didn't match Pod's node "
                     "affinity/selector.",
                     "",
                 ),
@@ -361,3 +378,23 @@ def test_a_gang_whose_pods_have_another_priority_fails_as_kube_scheduler_fails_i
     assert kopf_scheduler["mixed_group"] == kube_scheduler["mixed_group"]
     assert kube_scheduler["mixed_events"]["mixed-0"] == [("Warning", "FailedScheduling", message, "")]
     assert kopf_scheduler["mixed_events"] == kube_scheduler["mixed_events"]
+
+
+def test_a_gang_larger_than_its_min_count_is_bound_as_far_as_it_fits(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    unfit = (
+        "0/8 nodes are available: 2 Insufficient cpu, 6 node(s) didn't match Pod's node affinity/selector."
+    )
+    assert kube_scheduler["extra_nodes"] == {
+        "extra-0": "extra-big-6",
+        "extra-1": "extra-small-7",
+        "extra-2": "",
+    }
+    assert kopf_scheduler["extra_nodes"] == kube_scheduler["extra_nodes"]
+    assert kube_scheduler["extra_group"] == [("PodGroupInitiallyScheduled", "True", "Scheduled", "")]
+    assert kopf_scheduler["extra_group"] == kube_scheduler["extra_group"]
+    assert kube_scheduler["extra_left"] == ("False", "Unschedulable", unfit)
+    assert kopf_scheduler["extra_left"] == kube_scheduler["extra_left"]
+    assert kube_scheduler["extra_events"]["extra-2"] == [("Warning", "FailedScheduling", unfit, "")]
+    assert kopf_scheduler["extra_events"] == kube_scheduler["extra_events"]
