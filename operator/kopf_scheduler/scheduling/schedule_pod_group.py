@@ -361,16 +361,16 @@ class PodGroupCycle:
             return result
         undo.append(revert)
         result.host = host
+        result.nominated = None  # a placed pod's nomination stays unless preemption gives it one
         return result
 
     def _complete(self, result: GroupResult) -> None:
         """``completePodGroupAlgorithmResult``: the pods the algorithm did not try share its status."""
         tried = {r.qp.pod.uid for r in result.pods}
         for qp in self.entity.members:
-            if qp.pod.uid not in tried:
-                result.pods.append(
-                    PodResult(qp, CycleState(), self.started, status=result.status or Status(Code.SUCCESS))
-                )
+            if qp.pod.uid not in tried:  # its nomination stays unless preemption gives it one
+                status = result.status or Status(Code.SUCCESS)
+                result.pods.append(PodResult(qp, CycleState(), self.started, status=status, nominated=None))
 
     # -- 3. pod group preemption -----------------------------------------------------------------------
     @staticmethod

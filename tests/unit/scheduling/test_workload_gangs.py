@@ -237,3 +237,17 @@ async def test_a_gang_whose_pods_do_not_share_its_priority_is_a_scheduler_error(
         message,
     )
     assert _bound(api) == {}
+
+
+async def test_a_pod_the_cycle_did_not_try_keeps_its_nomination() -> None:
+    scheduler, api = _scheduler()
+    _pod_group(scheduler, "huge", min_count=2)
+    scheduler.add_pod(_member("huge-0", "huge", "3"))
+    nominated = _member("huge-1", "huge", "3")
+    nominated["status"] = {"nominatedNodeName": "n2"}
+    scheduler.add_pod(nominated)
+    await _run(scheduler)
+    failures = _failures(api)
+    assert failures["huge-0"][0] == "0/2 nodes are available: 2 Insufficient cpu."
+    assert failures["huge-1"][0] == "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
+    assert [node for key, node in api.nominated if key == f"{NS}/huge-1"] == []
