@@ -220,8 +220,10 @@ class PodGroupQueue:
         self._pg_objects: dict[GroupKey, WorkloadPodGroup] = {}
         self._pg_incomplete = MemberPods()
         self._pg_pending = MemberPods()
-        #: the group whose entity was popped last and not reported yet
-        self._pg_in_flight: GroupKey | None = None
+        #: the groups whose entity was popped and whose attempt is not reported yet (upstream's last popped
+        #: entity: its cycle reports before the next pop; here a group waiting on preemption's evictions is
+        #: reported later, while others are tried)
+        self._pg_in_flight: set[GroupKey] = set()
         #: member uid -> its group, for lookups by uid alone (entries of pods gone only from the queue may
         #: linger until their deletion: a lookup then finds nothing)
         self._pg_uids: dict[str, GroupKey] = {}
@@ -264,7 +266,7 @@ class PodGroupQueue:
             return
         entity, _ = self._take_entity(key)
         if entity is None:
-            if self._pg_in_flight == key:
+            if key in self._pg_in_flight:
                 for qp in self._pg_pending.clear(key):
                     self._pg_incomplete.add(key, qp)
             return
@@ -284,7 +286,7 @@ class PodGroupQueue:
             member.pending_plugins = set()
             member.last_failure_was_error = False
             self._in_flight.start(member.pod)
-        self._pg_in_flight = entity.group_key
+        self._pg_in_flight.add(entity.group_key)
         return entity
 
     def add_attempted_pod_group_if_needed(
@@ -299,7 +301,7 @@ class PodGroupQueue:
         uid = entity.pod.uid
         if uid in self._active or uid in self._backoff or uid in self._pool:
             return None
-        self._pg_in_flight = None
+        self._pg_in_flight.discard(key)
         pending = self._pg_pending.clear(key)
         if not pending:
             return None
@@ -572,7 +574,7 @@ class PodGroupQueue:
             entity.add_member(qp)
             self._requeue(entity, strategy, EVENT_UNSCHEDULED_POD_ADD.label)
             return
-        if self._pg_in_flight == key:
+        if key in self._pg_in_flight:
             self._pg_pending.add(key, qp)
             return
         entity = QueuedPodGroupInfo.for_group(group, qp, next(self._sequence))

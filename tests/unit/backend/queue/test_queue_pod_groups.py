@@ -343,3 +343,18 @@ def test_the_metrics_count_a_groups_pods_and_the_group_as_one_entity():
     assert queue.incoming.pods[("active", "UnscheduledPodAdd")] == 3
     assert queue.incoming.group_entities[("active", "UnscheduledPodAdd")] == 1
     assert dict(queue.incoming.entities) == {}
+
+
+def test_a_member_of_a_group_in_flight_waits_even_after_another_group_was_popped():
+    queue, _, states = gang_queue()
+    observe(queue, states, group("first", min_count=None))
+    observe(queue, states, group("second", min_count=None))
+    arrive(queue, states, member("a", "first"))
+    first = queue.pop_nowait()
+    arrive(queue, states, member("x", "second"))
+    assert queue.pop_nowait() is not None  # the second group, while the first waits on its report
+    arrive(queue, states, member("b", "first"))
+    assert queue.location("uid-b") == PENDING
+    queue.done("uid-a")
+    assert queue.add_attempted_pod_group_if_needed(first, None) == ACTIVE
+    assert [m.pod.name for m in queue.pop_nowait().members] == ["b"]
