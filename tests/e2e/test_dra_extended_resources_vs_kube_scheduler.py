@@ -13,7 +13,10 @@ device plugin's), and has no devices. Each pod is created once the one before it
 - ``init`` (on dra-0): an init container and a container each asking for one: one device, shared;
 - ``native`` (on plugin-1): the node has the resource itself: no claim, no status, as for any extended
   resource;
-- ``too-many``: ``example.com/gpu: 5`` fits nowhere: the FailedScheduling message is compared.
+- ``too-many``: ``example.com/gpu: 5`` fits nowhere: the FailedScheduling message is compared;
+- ``late-class`` (on dra-0): ``example.com/fpga: 1`` before any class stands for it (``Insufficient
+  example.com/fpga``); the class ``fpga`` is then created, and the DeviceClass event requeues the pod,
+  which gets the one device of a second driver on dra-0.
 
 Compared field by field: each claim's metadata (name pattern ``<pod>-extended-resources-<5>``, owner,
 annotations, labels, finalizers), spec, ``status.allocation`` and ``status.reservedFor``, and each pod's
@@ -38,6 +41,7 @@ pytestmark = pytest.mark.e2e
 
 NS = "dra-ext"
 DRIVER = "gpu.e2e.example"
+FPGA_DRIVER = "fpga.e2e.example"
 GPU = "example.com/gpu"
 IMPLICIT = "deviceclass.resource.kubernetes.io/gpu"
 RESOURCE = "/apis/resource.k8s.io/v1"
@@ -99,7 +103,33 @@ def published() -> list[tuple[str, dict[str, Any]]]:
             },
         },
     )
-    return [slice_, device_class]
+    fpga_slice = (
+        f"{RESOURCE}/resourceslices",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"dra-0-{FPGA_DRIVER}"},
+            "spec": {
+                "driver": FPGA_DRIVER,
+                "nodeName": "dra-0",
+                "pool": {"name": "dra-0-fpga", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "fpga-0"}],
+            },
+        },
+    )
+    return [slice_, device_class, fpga_slice]
+
+
+#: made during the run, once the pod asking for ``example.com/fpga`` was reported unschedulable
+FPGA_CLASS = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": "fpga"},
+    "spec": {
+        "extendedResourceName": "example.com/fpga",
+        "selectors": [{"cel": {"expression": 'device.driver == "fpga.e2e.example"'}}],
+    },
+}
 
 
 def outcome(cp: ClusterHarness, name: str) -> str | None:
@@ -183,17 +213,43 @@ def run_pods(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
             claim_status = (pod.get("status") or {}).get("extendedResourceClaimStatus")
             return pod if claim_status else None
 
-        pod = wait_until(settled, TIMEOUT, f"pod {name}'s extendedResourceClaimStatus")
-        run["status"][name] = normalised_status(pod)
-        owned = [
-            c
-            for c in cp.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims")["items"]
-            if any(
-                ref.get("uid") == pod["metadata"]["uid"] for ref in c["metadata"].get("ownerReferences") or ()
-            )
-        ]
-        run["claims"][name] = [normalised_claim(c, pod) for c in owned]
+        record(cp, run, name, wait_until(settled, TIMEOUT, f"pod {name}'s extendedResourceClaimStatus"))
+    # a class that comes after the pod asking for its resource: NodeResourcesFit's DeviceClass event
+    # requeues the pod, which then gets the device
+    late = {"containers": [container("main", **{"example.com/fpga": "1"})]}
+    late["nodeSelector"] = {"kubernetes.io/hostname": "dra-0"}
+    cp.post(
+        f"/api/v1/namespaces/{NS}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "late-class", "namespace": NS},
+            "spec": late,
+        },
+    )
+    run["late class"] = wait_until(lambda: outcome(cp, "late-class"), TIMEOUT, "late-class reported")
+    cp.post(f"{RESOURCE}/deviceclasses", FPGA_CLASS)
+
+    def bound_with_status() -> dict[str, Any] | None:
+        pod = cp.get(f"/api/v1/namespaces/{NS}/pods/late-class")
+        claimed = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+        return pod if pod["spec"].get("nodeName") and claimed else None
+
+    pod = wait_until(bound_with_status, TIMEOUT, "late-class bound once its class exists")
+    run["outcomes"]["late-class"] = "node:" + pod["spec"]["nodeName"]
+    record(cp, run, "late-class", pod)
     return run
+
+
+def record(cp: ClusterHarness, run: dict[str, Any], name: str, pod: dict[str, Any]) -> None:
+    """The pod's ``extendedResourceClaimStatus`` and the claims it owns, normalised."""
+    run["status"][name] = normalised_status(pod)
+    owned = [
+        c
+        for c in cp.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims")["items"]
+        if any(ref.get("uid") == pod["metadata"]["uid"] for ref in c["metadata"].get("ownerReferences") or ())
+    ]
+    run["claims"][name] = [normalised_claim(c, pod) for c in owned]
 
 
 #: the pods under kube-scheduler, then on an identical fresh cluster under ``kopf-scheduler run
@@ -214,10 +270,18 @@ def test_outcomes_as_kube_scheduler(kube_scheduler: dict[str, Any], kopf_schedul
         "init": "node:dra-0",
         "native": "node:plugin-1",
         "too-many": TOO_MANY,
+        "late-class": "node:dra-0",
     }
+    assert kopf_scheduler["late class"] == kube_scheduler["late class"] == LATE_CLASS
 
 
-@pytest.mark.parametrize("pod", [name for name, *_ in PODS])
+LATE_CLASS = (
+    "0/2 nodes are available: 1 Insufficient example.com/fpga, 1 node(s) didn't match Pod's node "
+    "affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+)
+
+
+@pytest.mark.parametrize("pod", [*(name for name, *_ in PODS), "late-class"])
 def test_claim_and_pod_status_as_kube_scheduler(
     pod: str, kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
 ) -> None:
