@@ -25,7 +25,7 @@ from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.status import SKIP, Code, Status, unresolvable, unschedulable
 from kopf_scheduler.plugins.dynamic_resources import Args, DynamicResources
 from kopf_scheduler.plugins.dynamic_resources.binding import ClaimWriteError
-from kopf_scheduler.plugins.dynamic_resources.extended import requests_and_mappings
+from kopf_scheduler.plugins.dynamic_resources.extended_requests import requests_and_mappings
 from kopf_scheduler.plugins.node_resources_fit import Args as FitArgs
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit
 from kopf_scheduler.plugins.node_resources_fit.plugin import _device_class_changed
@@ -175,7 +175,7 @@ def req(name: str, cls: str, count: int) -> dict[str, Any]:
 def test_requests(
     pod_spec: dict[str, Any], resources: list[str], mapping: dict[str, str], want: list[dict[str, Any]]
 ) -> None:
-    requests, _ = requests_and_mappings(pod_spec, resources, Classes(mapping))  # type: ignore[arg-type]
+    requests, _ = requests_and_mappings(pod_spec, resources, Classes(mapping))
     assert requests == want
 
 
@@ -256,7 +256,7 @@ def cer(container_name: str, resource: str, request_name: str) -> dict[str, str]
 def test_mappings(
     pod_spec: dict[str, Any], resources: list[str], mapping: dict[str, str], want: list[dict[str, str]]
 ) -> None:
-    _, mappings = requests_and_mappings(pod_spec, resources, Classes(mapping))  # type: ignore[arg-type]
+    _, mappings = requests_and_mappings(pod_spec, resources, Classes(mapping))
     # upstream's test sorts what it got by request name, then container name
     assert sorted(mappings, key=lambda m: (m["requestName"], m["containerName"])) == want
 

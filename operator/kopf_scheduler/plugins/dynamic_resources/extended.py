@@ -31,16 +31,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
-from kopf_scheduler.api.quantity import QuantityError, parse_quantity
 from kopf_scheduler.framework.client import APIError, ClusterClient
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.objects import RESOURCE_CLAIMS, ResourceClaim
-from kopf_scheduler.framework.objects.dra import CLAIM_FINALIZER, EXACT_COUNT, parse_resource_claim
+from kopf_scheduler.framework.objects.dra import CLAIM_FINALIZER, parse_resource_claim
 from kopf_scheduler.framework.objects.extended_resources import (
     DeviceClassResolver,
     is_dra_extended_resource_name,
@@ -54,6 +52,7 @@ from kopf_scheduler.plugins.dynamic_resources.binding import (
     spawn,
     with_allocation,
 )
+from kopf_scheduler.plugins.dynamic_resources.extended_requests import RequestMapping, requests_and_mappings
 from kopf_scheduler.plugins.dynamic_resources.manager import DraManager
 
 #: the name of the claim while it is in memory only (not a valid name: no claim of the API has it)
@@ -68,8 +67,6 @@ DELETED = "deletion of ResourceClaim completed"
 ASSUME_TIMEOUT_SECONDS = 120.0
 _POLL_SECONDS = 0.05
 
-#: a ``status.extendedResourceClaimStatus.requestMappings`` entry
-RequestMapping = dict[str, str]
 #: a node's variant of the claim (its requests those DRA serves there) and the pod's request mappings
 Variant = tuple[ResourceClaim, list[RequestMapping]]
 
@@ -84,6 +81,7 @@ class Extended:
     initial_uid: str
     #: the pod's requests of DRA extended resource names (positive)
     requests: dict[str, int]
+    #: which class a resource stands for
     classes: DeviceClassResolver
     #: per set of resources left to DRA: the node's variant of the claim and its request mappings
     variants: dict[frozenset[str], Variant] = field(default_factory=dict)
@@ -175,95 +173,6 @@ def for_node(ext: Extended, pod: PodInfo, node: NodeInfo) -> Variant | Status | 
         raw["spec"] = {"devices": {"requests": requests}}
         variant = ext.variants[key] = (parse_resource_claim(raw), mappings)
     return variant
-
-
-# -- requests and mappings ---------------------------------------------------------------------------------
-def _count(container: Mapping[str, Any], resource: str) -> int:
-    """The container's request of ``resource`` as a whole number (0: none, or not whole)."""
-    requests = (container.get("resources") or {}).get("requests") or {}
-    if resource not in requests:
-        return 0
-    try:
-        amount = parse_quantity(requests[resource])
-    except QuantityError:
-        return 0
-    if amount.denominator != 1 or not -(2**63) <= amount < 2**63:
-        return 0
-    return int(Fraction(amount))
-
-
-def _request_and_mappings(
-    index: int, container: Mapping[str, Any], resource: str, class_name: str, reusable: Sequence[Any]
-) -> tuple[dict[str, Any] | None, list[RequestMapping]]:
-    """``createResourceRequestAndMappings``: the container's request of ``resource`` (None: it needs no
-    devices of its own, using ``reusable`` requests of later long-lived containers) and its mappings."""
-    wanted = _count(container, resource)
-    if wanted == 0:
-        return None, []
-    name = str(container.get("name") or "")
-    mappings: list[RequestMapping] = []
-    total = 0
-    for request in reusable:
-        if request is None:
-            continue
-        total += request["exactly"]["count"]
-        mappings.append({"containerName": name, "resourceName": resource, "requestName": request["name"]})
-        if total >= wanted:
-            return None, mappings
-    keys = sorted((container.get("resources") or {}).get("requests") or {})
-    request_name = f"container-{index}-request-{keys.index(resource)}"
-    request = {
-        "name": request_name,
-        "exactly": {"deviceClassName": class_name, "allocationMode": EXACT_COUNT, "count": wanted - total},
-    }
-    mappings.append({"containerName": name, "resourceName": resource, "requestName": request_name})
-    return request, mappings
-
-
-def requests_and_mappings(
-    spec: Mapping[str, Any], resources: Sequence[str], classes: DeviceClassResolver
-) -> tuple[list[dict[str, Any]], list[RequestMapping]]:
-    """``createRequestsAndMappings``: the claim's requests (sorted by name) and the pod's mappings, for
-    the extended ``resources`` DRA serves."""
-    init = list(spec.get("initContainers") or ())
-    containers = init + list(spec.get("containers") or ())
-    short_lived = [
-        i for i, c in enumerate(containers) if i < len(init) and c.get("restartPolicy") != "Always"
-    ]
-    long_lived = [i for i in range(len(containers)) if i not in short_lived]
-    requests: list[dict[str, Any]] = []
-    mappings: list[RequestMapping] = []
-    for resource in sorted(resources):
-        cls = classes.get(resource)
-        if cls is None:
-            continue
-        long_requests: list[dict[str, Any] | None] = [None] * len(containers)
-        long_mappings: list[RequestMapping] = []
-        for i in long_lived:
-            request, found = _request_and_mappings(i, containers[i], resource, cls.name, ())
-            long_requests[i] = request
-            long_mappings += found
-        largest: dict[str, Any] | None = None
-        short_names: set[str] = set()
-        short_mappings: list[RequestMapping] = []
-        for i in short_lived:
-            request, found = _request_and_mappings(i, containers[i], resource, cls.name, long_requests[i:])
-            if request is not None:
-                short_names.add(request["name"])
-                if largest is None or largest["exactly"]["count"] < request["exactly"]["count"]:
-                    largest = request
-            short_mappings += found
-        if largest is not None and len(short_names) > 1:
-            short_names.discard(largest["name"])
-            for mapping in short_mappings:
-                if mapping["requestName"] in short_names:
-                    mapping["requestName"] = largest["name"]
-        if largest is not None:
-            requests.append(largest)
-        requests += [r for r in long_requests if r is not None]
-        mappings += long_mappings + short_mappings
-    requests.sort(key=lambda r: str(r["name"]))
-    return requests, mappings
 
 
 # -- the API writes ----------------------------------------------------------------------------------------
