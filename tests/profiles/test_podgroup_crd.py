@@ -116,5 +116,9 @@ def test_the_scheduler_may_write_its_status() -> None:
         for d in yaml.safe_load_all((ROOT / "deploy" / "rbac.yaml").read_text())
         if d["kind"] == "ClusterRole"
     )
-    status_rules = [r for r in role["rules"] if "podgroups/status" in r["resources"]]
+    status_rules = [
+        r
+        for r in role["rules"]
+        if "podgroups/status" in r["resources"] and "scheduling.x-k8s.io" in r["apiGroups"]
+    ]
     assert [r["verbs"] for r in status_rules] == [["patch"]]
