@@ -1218,6 +1218,11 @@ class RealRun:
             self.cp.request("DELETE", f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", expect=(200,))
         for obj in [*self.p.workloads, *reversed(self.p.storage), *reversed(self.p.dra)]:
             self.remove(object_path(obj), obj["kind"] in FINALIZED_KINDS)
+        for ns in self.p.namespaces:  # claims kube-scheduler made for extended resources (owned by pods, but
+            # no garbage collector runs here): left, their devices would count as taken in later scenarios
+            claims = f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims"
+            for claim in self.cp.get(claims)["items"]:
+                self.remove(f"{claims}/{claim['metadata']['name']}", finalized=True)
         for pc in self.p.classes:
             self.cp.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{pc['metadata']['name']}")
         self.cp.request("DELETE", "/api/v1/nodes", expect=(200,))
