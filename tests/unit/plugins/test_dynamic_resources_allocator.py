@@ -142,7 +142,7 @@ def test_result_carries_class_and_claim_config() -> None:
     )
     assert result is not None
     assert result[0]["devices"]["config"] == [
-        {"source": "FromClass", "requests": ["one", "two"], **opaque},
+        {"source": "FromClass", **opaque},  # used by every request of the claim: no requests listed
         {"source": "FromClaim", "requests": ["one"], "opaque": {"driver": DRIVER, "parameters": {"b": 2}}},
         {"source": "FromClaim", "opaque": {"driver": DRIVER}},
     ]

@@ -4,8 +4,8 @@
   ``<request>/<subrequest>``; ``adminAccess: true`` when the request asked for it; for a device that
   allows multiple allocations its ``shareID`` and the ``consumedCapacity`` of that share);
 - ``devices.config``: each class's config once (source ``FromClass``) listing every request that used the
-  class, then the claim's config entries (source ``FromClaim``) for the requests they name (an entry
-  naming several requests comes once per request allocated, as upstream appends it);
+  class, then the claim's config entries (source ``FromClaim``) naming a request of the claim or the
+  subrequest it got, once each; an entry listing every request of the claim lists none (all);
 - ``bindingConditions``, ``bindingFailureConditions``: copied from a device that has them (device binding
   conditions: its driver reports them in the claim's ``status.devices``);
 - ``nodeSelector``: the node by name when a device's slice names one node or the device ``bindsToNode``,
@@ -116,12 +116,14 @@ def allocation_result(
             configs.append(_config(SOURCE_CLAIM, [], config.configuration))
             continue
         for request in claim.requests:
-            if request.name in config.requests:
-                configs.append(_config(SOURCE_CLAIM, list(config.requests), config.configuration))
-                continue
             chosen = selected.get(request.name, request.name)
-            if "/" in chosen and chosen in config.requests:
+            if request.name in config.requests or ("/" in chosen and chosen in config.requests):
                 configs.append(_config(SOURCE_CLAIM, list(config.requests), config.configuration))
+                break
+    for entry in configs:  # naming every request of the claim: all of them (``requests`` left out)
+        named = entry.get("requests")
+        if named and all(r.name in named or selected.get(r.name, r.name) in named for r in claim.requests):
+            del entry["requests"]
     allocation: dict[str, Any] = {"devices": {"results": results}}
     if configs:
         allocation["devices"]["config"] = configs
