@@ -9,6 +9,14 @@ other 100 pods prefer nothing. Under the built-in profile, which decides as kube
 judges every one of the 500 (its metric counts 500 verdicts, none infeasible) and says "same" for every
 pod whose best node was unique (no difference logged for any of the 400).
 
+Every other node holds a 1m-CPU pod from the start. Without it a pod that prefers nothing could be judged
+"different" by chance: kube-scheduler binds asynchronously, so the shadow may see a binding before that of
+a pod kube-scheduler had already assumed; if the earlier pod was the first on its node, the node looks
+empty to the shadow, and an empty node scores one point less for such a pod (NodeResourcesBalancedAllocation
+74 against 75), so the node kube-scheduler picked among equals would not be among the shadow's best. With a
+pod on every node from the start, the nodes without ballast tie for such a pod whatever the order the
+shadow sees bindings in.
+
 Then a SchedulingProfile for that schedulerName that would bin-pack (MostAllocated, node affinity not
 scored) takes over the shadow, live: for 200 more pods, those kube-scheduler sends to their preferred node
 are reported "different" (the profile would pick the ballasted node), those preferring that node "same".
@@ -78,6 +86,10 @@ def test_shadow_beside_kube_scheduler_agrees_on_every_unique_best_and_writes_not
     ballast = scope.pod("ballast", requests={"cpu": "32", "memory": "1Gi"})
     ballast["spec"]["nodeName"] = nodes[0]
     cp.post(f"/api/v1/namespaces/{scope.namespace}/pods", ballast)
+    for k, node in enumerate(nodes[1:], 1):  # no node empty: see the module's docstring
+        settler = scope.pod(f"settler-{k}", requests={"cpu": "1m", "memory": "1Mi"})
+        settler["spec"]["nodeName"] = node
+        cp.post(f"/api/v1/namespaces/{scope.namespace}/pods", settler)
     started = datetime.now(UTC)  # the dev user may have written for an earlier test of the session
     shadow = operators.start(
         "op-shadow",
