@@ -21,26 +21,47 @@ is on the pod's node, has the devices its request asks for, satisfies the select
 and no device is allocated twice. Then a pod is deleted: kube-controller-manager removes its reservation
 and the allocation (the scheduler does not: with the scheduler stopped, the two pods of the shared claim
 go and the claim is released all the same), and its node's devices are all allocatable again.
+
+Then a random cluster (``dra_random``, seeded: ``KOPF_SCHEDULER_DRA_SEED``, else a fixed seed) on eight
+more nodes, with what 1.37 added to DRA: device taints and DeviceTaintRules (NoSchedule, NoExecute) and
+requests that tolerate some, prioritized lists, partitionable devices, devices shared by capacity, and
+pods asking for an extended resource that a DeviceClass stands for. Its objects are created with the
+fixed ones, long before its pods. Each node has a pool of its own, so the devices a pod gets are
+deterministic: compared are each pod's node or message, and per claim each result's request, device,
+tolerations and consumed capacity, whether it is a share (not its random ``shareID``), the allocation's
+node selector and ``reservedFor``; for a pod's extended resources, its ``extendedResourceClaimStatus``
+and that claim's spec and allocation. Two score pods, each first on a pair of nodes that differ only in
+their devices, must go where DynamicResources' Score for their ``firstAvailable`` sends them. A failure
+names the seed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import dra_random
 import pytest
 from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
 from side_by_side import Scheduler, SideBySide
 
-from kopf_scheduler.devcluster.harness import ClusterHarness, dumps, pod_manifest
+from kopf_scheduler.devcluster.harness import ApiError, ClusterHarness, dumps, pod_manifest
 
 pytestmark = pytest.mark.e2e
 
 NS = "dra"
 DRIVER = "gpu.e2e.example"
 NODES = 8
+#: the random cluster's nodes (``dra_random``): two pairs for score pods, then nodes for pinned pods
+RANDOM_PAIRS = 2
+RANDOM_NODES = 4
+ALL_NODES = NODES + 2 * RANDOM_PAIRS + RANDOM_NODES
+#: the random cluster's seed: the environment's ``KOPF_SCHEDULER_DRA_SEED``, else a fixed one (CI)
+SEED = int(os.environ.get("KOPF_SCHEDULER_DRA_SEED", "1"))
 DEVICES = 4
 RESOURCE = "/apis/resource.k8s.io/v1"
 TIMEOUT = 60.0
@@ -57,8 +78,8 @@ PODS: list[tuple[str, dict[str, str]]] = [
     ("five", {"resourceClaimTemplateName": "five"}),
 ]
 UNSATISFIABLE = (
-    f"0/{NODES} nodes are available: {NODES} cannot allocate all claims. "
-    f"preemption: 0/{NODES} nodes are available: {NODES} Preemption is not helpful for scheduling."
+    f"0/{ALL_NODES} nodes are available: {ALL_NODES} cannot allocate all claims. "
+    f"preemption: 0/{ALL_NODES} nodes are available: {ALL_NODES} Preemption is not helpful for scheduling."
 )
 
 
@@ -132,18 +153,23 @@ class Run:
     claims: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # pod -> its claims
     slices: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> its slice
     after_delete: dict[str, Any] = field(default_factory=dict)
+    #: the random cluster's pods: pod -> its outcome, its claims' allocations, its extended claim
+    random: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def own_cluster(state_dir: Path) -> contextlib.AbstractContextManager[ClusterHarness]:
     """A fresh cluster with kube-controller-manager (its resource-claim controller makes the claims of
     templates), ``NODES`` nodes of 8 cpu and the namespace; stopped on exit."""
     sizes = {f"dra-{index}": (None, "8", "32Gi") for index in range(NODES)}
+    sizes |= {f"rnd-node-{index}": (None, "8", "32Gi") for index in range(NODES, ALL_NODES)}
     return fresh_cluster(state_dir, sized_nodes(sizes), namespaces=[NS])
 
 
 def publish(cp: ClusterHarness, run: Run) -> None:
-    """The fake driver's slices, the classes, the templates and the shared claim."""
-    nodes = sorted(n["metadata"]["name"] for n in cp.get("/api/v1/nodes")["items"])
+    """The fake driver's slices, the classes, the templates and the shared claim; the random cluster's
+    objects (long before its pods come, so every informer has them by then)."""
+    names = sorted(n["metadata"]["name"] for n in cp.get("/api/v1/nodes")["items"])
+    nodes = [n for n in names if n.startswith("dra-")]
     for index, node in enumerate(nodes):
         run.slices[node] = cp.post(f"{RESOURCE}/resourceslices", resource_slice(node, index))
     for body in device_classes():
@@ -165,6 +191,83 @@ def publish(cp: ClusterHarness, run: Run) -> None:
         "spec": claim_spec("gpu"),
     }
     cp.post(f"{RESOURCE}/namespaces/{NS}/resourceclaims", claim)
+    random_cluster = generate_random()
+    for path, bodies in (
+        ("resourceslices", random_cluster.slices),
+        ("deviceclasses", random_cluster.classes),
+        ("devicetaintrules", random_cluster.rules),
+        (f"namespaces/{NS}/resourceclaims", random_cluster.claims),
+    ):
+        for body in bodies:
+            try:
+                cp.post(f"{RESOURCE}/{path}", body)
+            except ApiError as e:
+                raise AssertionError(f"seed {SEED}: {path} refused {dumps(body)}: {e}") from None
+
+
+def generate_random() -> dra_random.RandomCluster:
+    nodes = [f"rnd-node-{index}" for index in range(NODES, ALL_NODES)]
+    pairs = [(nodes[2 * p], nodes[2 * p + 1]) for p in range(RANDOM_PAIRS)]
+    return dra_random.generate(SEED, pairs, nodes[2 * RANDOM_PAIRS :], NS)
+
+
+#: the claim the scheduler makes for a pod's extended resources: ``<pod>-extended-resources-<5 random>``
+EXTENDED_CLAIM = re.compile(r"-extended-resources-[a-z0-9]{5}$")
+
+
+def allocation_of(claim: dict[str, Any]) -> dict[str, Any]:
+    """What a claim's status says the scheduler allocated: per result its request, device and
+    tolerations, whether it is a share (its ``shareID`` is random) and the capacity that consumes."""
+    status = claim.get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = []
+    for result in (allocation.get("devices") or {}).get("results") or ():
+        entry = {k: v for k, v in result.items() if k != "shareID"}
+        entry["share"] = "shareID" in result
+        results.append(entry)
+    return {
+        "results": results,
+        "config": (allocation.get("devices") or {}).get("config"),
+        "nodeSelector": allocation.get("nodeSelector"),
+        "reservedFor": sorted(r["name"] for r in status.get("reservedFor") or ()),
+    }
+
+
+def random_outcome(cp: ClusterHarness, name: str) -> str | None:
+    """The pod's node, or its PodScheduled condition's reason and message once it is False with one
+    (``Unschedulable``, or ``SchedulerError`` when the allocator fails)."""
+    pod = cp.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+    if pod["spec"].get("nodeName"):
+        return "node:" + pod["spec"]["nodeName"]
+    cond = condition(pod, "PodScheduled")
+    if cond.get("status") == "False" and cond.get("message"):
+        return f"{cond.get('reason')}: {cond['message']}"
+    return None
+
+
+def run_random_pods(cp: ClusterHarness, run: Run) -> None:
+    """The random cluster's pods, each once the one before it is bound or reported."""
+    for body in generate_random().pods:
+        name = body["metadata"]["name"]
+        cp.post(f"/api/v1/namespaces/{NS}/pods", body)
+        seen: dict[str, Any] = {
+            "outcome": wait_until(
+                lambda n=name: random_outcome(cp, n), TIMEOUT, f"seed {SEED}: pod {name} placed or reported"
+            )
+        }
+        pod = cp.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+        if body["spec"].get("resourceClaims"):
+            seen["claim"] = allocation_of(cp.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims/{name}"))
+        extended = (pod.get("status") or {}).get("extendedResourceClaimStatus")
+        if extended:
+            claim = cp.get(f"{RESOURCE}/namespaces/{NS}/resourceclaims/{extended['resourceClaimName']}")
+            seen["extended"] = {
+                "claimName": EXTENDED_CLAIM.sub("-extended-resources-*", extended["resourceClaimName"]),
+                "requestMappings": extended.get("requestMappings"),
+                "spec": claim["spec"],
+                **allocation_of(claim),
+            }
+        run.random[name] = seen
 
 
 def pod_claims(cp: ClusterHarness, pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -229,6 +332,7 @@ def run_pods(cp: ClusterHarness, scheduler: Scheduler) -> Run:
     if pod["spec"].get("nodeName"):
         run.claims["all-again"] = pod_claims(cp, pod)
         run.nodes["all-again"] = pod["spec"]["nodeName"]
+    run_random_pods(cp, run)
     # who releases a claim: with the scheduler stopped, the shared claim's pods go, and still its
     # reservations and its allocation do
     scheduler.stop()
@@ -316,3 +420,33 @@ def test_a_deleted_pods_devices_are_allocatable_again(kube_scheduler: Run, kopf_
     assert kopf_scheduler.after_delete["released"] == kube_scheduler.after_delete["released"]
     for run in (kube_scheduler, kopf_scheduler):  # the resource-claim controller, not the scheduler
         assert run.after_delete["released without a scheduler"] is True, run.after_delete
+
+
+def test_random_cluster_as_kube_scheduler(kube_scheduler: Run, kopf_scheduler: Run) -> None:
+    """The random cluster's pods: each one's node or FailedScheduling message, the devices of its claim
+    (request or subrequest, device, tolerations, share or not, consumed capacity, node selector, pods
+    reserved for) and of the claim made for its extended resources, the same under both; each score
+    pod on the node its first satisfiable subrequest's kind is on, under kube-scheduler too."""
+    cluster = generate_random()
+    repeat = f"seed {SEED} (KOPF_SCHEDULER_DRA_SEED={SEED} repeats it)"
+    assert list(kube_scheduler.random) == [p["metadata"]["name"] for p in cluster.pods], repeat
+    differ = [p for p in kube_scheduler.random if kopf_scheduler.random.get(p) != kube_scheduler.random[p]]
+    if differ:
+        pod = differ[0]
+        claims = [c for c in cluster.claims if c["metadata"]["name"] == pod]
+        body = next(p for p in cluster.pods if p["metadata"]["name"] == pod)
+        node = (body["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname")
+        slices = [s for s in cluster.slices if s["spec"]["nodeName"] == node]
+        pytest.fail(
+            f"{repeat}: {len(differ)} pods differ ({', '.join(differ)}); the first, {pod}:\n"
+            f"kube-scheduler: {dumps(kube_scheduler.random[pod], 6000)}\n"
+            f"kopf-scheduler: {dumps(kopf_scheduler.random.get(pod), 6000)}\n"
+            f"pod: {dumps(body)}\nclaim: {dumps(claims, 4000)}\nnode's slices: {dumps(slices, 8000)}\n"
+            f"rules: {dumps(cluster.rules)}"
+        )
+    for pod, winner in cluster.score_winners.items():
+        assert kube_scheduler.random[pod]["outcome"] == f"node:{winner}", (
+            repeat,
+            pod,
+            kube_scheduler.random[pod],
+        )
