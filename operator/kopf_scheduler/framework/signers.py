@@ -12,7 +12,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kopf_scheduler.framework.objects.extended_resources import DeviceClassResolver
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.status import Code, Status
 
 DYNAMIC_RESOURCES = "v1.Pod.Spec.DynamicResources"
 IMAGE_NAMES = "v1.Pod.Spec.CanonicalImageNames()"
@@ -26,6 +28,17 @@ SCHEDULER_NAME = "v1.Pod.Spec.SchedulerName"
 TOLERATIONS = "v1.Pod.Spec.Tolerations"
 VOLUMES = "v1.Pod.Spec.Volumes.NonSyntheticSources()"
 FEATURES = "v1.Pod.Spec.RequiredFeatures()"
+
+
+def requests(pod: PodInfo, classes: DeviceClassResolver | None) -> list[tuple[str, Any]] | Status:
+    """NodeResourcesFit's and NodeResourcesBalancedAllocation's signature: the pod's requests; unsigned when
+    DRA would allocate one of them (``classes``: the DeviceClasses standing for extended resources, None
+    with ``DRAExtendedResource`` off)."""
+    if classes is not None and any(classes.get(n) is not None for n, a in pod.spec_requests.items() if a):
+        return Status(
+            Code.UNSCHEDULABLE, ("signature disabled when dra extended resources are used in the cluster",)
+        )
+    return [(RESOURCES, sorted(pod.spec_requests.items()))]
 
 
 def _canonical(value: Any) -> str:

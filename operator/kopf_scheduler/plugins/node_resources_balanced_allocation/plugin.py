@@ -40,7 +40,7 @@ from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.objects.extended_resources import DeviceClassResolver, device_class_resolver
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.status import SKIP, Code, Status
+from kopf_scheduler.framework.status import SKIP, Status
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.node_resources_balanced_allocation.args import Args
 
@@ -105,13 +105,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin, VectorScore, 
 
     def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
         """The pod's requests; unsigned when DRA would allocate one of them (``DRAExtendedResource``)."""
-        classes = self.classes
-        if classes is not None and any(classes.get(n) is not None for n, a in pod.spec_requests.items() if a):
-            return Status(
-                Code.UNSCHEDULABLE,
-                ("signature disabled when dra extended resources are used in the cluster",),
-            )
-        return [(signers.RESOURCES, sorted(pod.spec_requests.items()))]
+        return signers.requests(pod, self.classes)
 
     def __init__(self, args: Args, classes: DeviceClassResolver | None = None) -> None:
         self.resources = [spec.name for spec in args.resources]

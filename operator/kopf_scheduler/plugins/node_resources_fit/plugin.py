@@ -104,13 +104,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, VectorFilter, PreScorePlug
 
     def sign_pod(self, pod: PodInfo) -> Sequence[SignFragment] | Status:
         """The pod's requests; unsigned when DRA would allocate one of them (``DRAExtendedResource``)."""
-        classes = self.classes
-        if classes is not None and any(classes.get(n) is not None for n, a in pod.spec_requests.items() if a):
-            return Status(
-                Code.UNSCHEDULABLE,
-                ("signature disabled when dra extended resources are used in the cluster",),
-            )
-        return [(signers.RESOURCES, sorted(pod.spec_requests.items()))]
+        return signers.requests(pod, self.classes)
 
     def __init__(self, args: Args, classes: DeviceClassResolver | None = None) -> None:
         self.args = args
