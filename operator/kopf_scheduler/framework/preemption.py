@@ -48,6 +48,18 @@ from kopf_scheduler.framework.status import Code, Status, error, unresolvable, u
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 #: the message a victim waiting at Permit is stopped with
 PREEMPTED = "preempted"
+
+
+def stop_in_memory(handle: Handle, plugin_name: str, victim: PodInfo) -> bool:
+    """Stops a victim that waits at Permit (its wait fails) or in PreBind (its binding is cancelled); False
+    when it does neither, or its wait or pre-bind ended just now: then it is to be deleted."""
+    waiting = handle.waiting_pods.get(victim.uid)
+    if waiting is not None:
+        return waiting.preempt(plugin_name, PREEMPTED)
+    binding = handle.pods_in_pre_bind.get(victim.uid)
+    return binding is not None and binding.cancel_pod(f"preempted by {plugin_name}")
+
+
 #: added to every priority when summing victims' priorities, so that negative priorities sum sensibly
 PRIORITY_OFFSET = 2**31
 _START_TIME_KEY = "preemption/startTime"
@@ -337,13 +349,7 @@ class Evaluator:
         memory: a victim waiting at Permit fails its wait with an error, one in PreBind has its binding
         cancelled. Any other victim, or one whose wait or pre-bind ended just now, is deleted."""
         handle = self.handle
-        waiting = handle.waiting_pods.get(victim.uid)
-        if waiting is not None:
-            in_memory = waiting.preempt(self.plugin_name, PREEMPTED)
-        else:
-            binding = handle.pods_in_pre_bind.get(victim.uid)
-            in_memory = binding is not None and binding.cancel_pod(f"preempted by {self.plugin_name}")
-        if in_memory:
+        if stop_in_memory(handle, self.plugin_name, victim):
             handle.client.record_preempted_in_memory(victim, pod, node_name)
             return True
         await handle.client.evict(victim, pod, node_name)

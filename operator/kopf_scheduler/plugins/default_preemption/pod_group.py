@@ -43,7 +43,7 @@ from kopf_scheduler.framework.objects.workload_pod_groups import (
     scheduling_group,
 )
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.preemption import pod_start_time
+from kopf_scheduler.framework.preemption import pod_start_time, stop_in_memory
 from kopf_scheduler.framework.snapshot_mutations import MutableSnapshot, SnapshotMutations
 from kopf_scheduler.framework.status import Code, Status, error
 from kopf_scheduler.plugins.default_preemption.victims import _violates, terminating_by_preemption
@@ -150,7 +150,6 @@ def _policy(unscheduled: Sequence[PodInfo]) -> str:
 #: the name of the one candidate of pod group preemption (its domain, the whole cluster): victims' events
 #: say ``on node cluster``
 CANDIDATE = "cluster"
-PREEMPTED = "preempted"
 
 
 class PodGroupPreemption:
@@ -288,13 +287,7 @@ class PodGroupPreemption:
         """``PreemptPod``: a victim waiting at Permit or in PreBind is stopped in memory (True); any other
         is marked and deleted."""
         handle = self.handle
-        waiting = handle.waiting_pods.get(victim.uid)
-        if waiting is not None:
-            in_memory = waiting.preempt(self.plugin_name, PREEMPTED)
-        else:
-            binding = handle.pods_in_pre_bind.get(victim.uid)
-            in_memory = binding is not None and binding.cancel_pod(f"preempted by {self.plugin_name}")
-        if in_memory:
+        if stop_in_memory(handle, self.plugin_name, victim):
             handle.client.record_preempted_in_memory(victim, member, CANDIDATE, group=preemptor)
             return True
         await handle.client.evict(victim, member, CANDIDATE, group=preemptor)
