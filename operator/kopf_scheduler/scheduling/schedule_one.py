@@ -29,6 +29,7 @@ from kopf_scheduler.framework.diagnosis import Diagnosis, FitError, truncate_eve
 from kopf_scheduler.framework.extenders import scheduling as extending
 from kopf_scheduler.framework.interface import NodeSet, PostFilterResult, SnapshotLister
 from kopf_scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from kopf_scheduler.framework.preemption import StatusMap
 from kopf_scheduler.framework.runtime.batch import OpportunisticBatch, SortedNodes
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind
@@ -309,7 +310,7 @@ async def scheduling_cycle(ctx: CycleContext, fwk: Framework, qp: QueuedPodInfo,
             post_result, post_status = await fwk.run_post_filter_async(
                 state,
                 pod,
-                fit_error.diagnosis.node_statuses or _NoStatuses(fit_error.diagnosis.absent_status),
+                fit_error.diagnosis.node_statuses or StatusMap(fit_error.diagnosis.absent_status),
             )
             ctx.recorder.observe("PostFilter", post_status, fwk.profile_name, post_started)
             if _default_preemption_ran(fwk, post_status):
@@ -506,22 +507,6 @@ def _default_preemption_ran(fwk: Framework, status: Status) -> bool:
     if status.code == Code.UNSCHEDULABLE or status.plugin not in names:
         return True
     return names.index(DEFAULT_PREEMPTION) <= names.index(status.plugin)
-
-
-class _NoStatuses:
-    """No node was filtered (pre-filter rejected the pod): every node has the ``absent`` status."""
-
-    def __init__(self, absent: Status | None = None) -> None:
-        self.absent = absent
-
-    def get(self, name: str) -> Status | None:
-        return None
-
-    def items(self) -> Any:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
 
 
 def handle_fit_error(

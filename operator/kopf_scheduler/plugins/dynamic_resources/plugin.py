@@ -65,6 +65,7 @@ from kopf_scheduler.framework.objects import DEVICE_CLASSES, ResourceClaim
 from kopf_scheduler.framework.objects.extended_resources import device_class_resolver
 from kopf_scheduler.framework.objects.workload_pod_groups import WorkloadPodGroup
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.preemption import StatusMap
 from kopf_scheduler.framework.selectors import NodeSelector
 from kopf_scheduler.framework.status import SKIP, Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins import names
@@ -133,22 +134,6 @@ _NO_CLAIMS = _State()
 _PARALLEL = PreBindPreFlightResult(allow_parallel=True)
 #: the pod group step's answer, whatever it did (``PodGroupPostFilter``)
 POD_GROUP_CLAIMS_DONE = "deallocation and deletion of ResourceClaims completed"
-
-
-class _NoVerdicts:
-    """No filter verdicts: ``post_filter`` reads none."""
-
-    def get(self, name: str) -> Status | None:
-        return None
-
-    def items(self) -> Any:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
-
-_NO_VERDICTS = _NoVerdicts()
 
 
 class DynamicResources(
@@ -394,7 +379,7 @@ class DynamicResources(
             state = states.get(pod.uid)
             if state is None or state.get(_KEY) is None:
                 continue  # its pre-filter did not run: nothing recorded for it
-            _, status = self.post_filter(state, pod, _NO_VERDICTS)
+            _, status = self.post_filter(state, pod, StatusMap())
             if status is not None and status.code == Code.ERROR:
                 return None, status
         return None, unschedulable(POD_GROUP_CLAIMS_DONE)
