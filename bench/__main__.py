@@ -26,10 +26,10 @@ from typing import Any
 
 from bench import report, schedulers
 from bench.runner import RunOptions, run_one
-from bench.workloads import LATENCY_WORKLOAD, WORKLOADS
+from bench.workloads import LATENCY_WORKLOAD, SIZES, WORKLOADS
 
 BENCH_DIR = Path(__file__).resolve().parent
-DEFAULT_TIMEOUT = {"small": 300.0, "full": 1800.0}
+DEFAULT_TIMEOUT = {"small": 300.0, "medium": 600.0, "full": 1800.0, "scale": 3600.0}
 
 
 def _command(argv: list[str]) -> str:
@@ -101,7 +101,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
     for _ in range(args.repeat):
         batches: list[tuple[str, bool]] = []
         if not args.latency_only:
-            batches += [(w, False) for w in (args.workload or list(WORKLOADS))]
+            # unless named, only the workloads that have this size
+            named = args.workload or [w for w in WORKLOADS if args.size in WORKLOADS[w].sizes]
+            batches += [(w, False) for w in named]
         if args.latency_rate:
             batches.append((LATENCY_WORKLOAD, True))
         for workload, latency in batches:
@@ -184,7 +186,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run workloads against the schedulers")
-    run.add_argument("--size", choices=("small", "full"), default="small")
+    run.add_argument("--size", choices=SIZES, default="small")
     run.add_argument(
         "--workload", action="append", choices=sorted(WORKLOADS), help="repeatable; default: all"
     )
@@ -244,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "run" and args.latency_only and not args.latency_rate:
         parser().error("--latency-only needs --latency-rate")
+    if args.command == "run":
+        missing = [w for w in args.workload or () if args.size not in WORKLOADS[w].sizes]
+        if missing:
+            parser().error(f"--size {args.size}: {', '.join(missing)} has no such size")
     # SIGTERM unwinds like Ctrl-C: every run's finally stops its scheduler and cluster
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.schedulers import ALL, KOPF_SCHEDULER, KUBE_SCHEDULER, RAW_BINDER
-from bench.workloads import MIXED_CHURN, WORKLOADS
+from bench.workloads import MIXED_CHURN, SIZES, WORKLOADS
 
 #: the workloads whose burst p99 latency is held against kube-scheduler's
 BURST_LATENCY = ("SchedulingBasic", "SchedulingNodeAffinity")
@@ -28,6 +28,9 @@ PREEMPTION = "PreemptionBasic"
 PACE_TOLERANCE = 0.01
 
 CHART = "throughput.png"
+COST_CURVE = "cost_curve.png"
+#: the workload whose sizes make the cost curve
+CURVE_WORKLOAD = "SchedulingBasic"
 NUMERIC = (
     "throughput_avg", "throughput_p50", "throughput_p90", "throughput_p99", "throughput_overall",
     "latency_p50_s", "latency_p90_s", "latency_p99_s", "cpu_seconds", "cpu_ms_per_pod", "peak_rss_bytes",
@@ -213,7 +216,7 @@ def targets(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
             shown = f"{mine:.{digits}f} / {theirs:.{digits}f} {unit}"
             check(f"{text} <= kube-scheduler's", mine, mine <= theirs, shown)
 
-    for size in ("full", "small"):
+    for size in reversed(SIZES):
         if not any(k[2] == size and k[0] == "throughput" for k in rows):
             continue
         for name in WORKLOADS:
@@ -322,7 +325,7 @@ def chart(rows: dict[tuple[str, str, str, str], dict[str, Any]], output: Path) -
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    sizes = [s for s in ("small", "full") if any(k[0] == "throughput" and k[2] == s for k in rows)]
+    sizes = [s for s in SIZES if any(k[0] == "throughput" and k[2] == s for k in rows)]
     if not sizes:
         return False
     fig, axes = plt.subplots(len(sizes), 1, figsize=(11, 4.2 * len(sizes)), squeeze=False)
@@ -361,9 +364,58 @@ def chart(rows: dict[tuple[str, str, str, str], dict[str, Any]], output: Path) -
     return True
 
 
+def curve_points(
+    rows: dict[tuple[str, str, str, str], dict[str, Any]], kind: str
+) -> list[tuple[int, float, float]]:
+    """(nodes, CPU ms per pod, p99 latency s) of ``kind``'s complete CURVE_WORKLOAD runs, by nodes."""
+    points = []
+    for size in SIZES:
+        row = rows.get(("throughput", CURVE_WORKLOAD, size, kind))
+        if row and row.get("complete") and row.get("cpu_ms_per_pod") and row.get("latency_p99_s"):
+            points.append((int(row["nodes"]), float(row["cpu_ms_per_pod"]), float(row["latency_p99_s"])))
+    return sorted(points)
+
+
+def cost_curve(rows: dict[tuple[str, str, str, str], dict[str, Any]], output: Path) -> bool:
+    """CPU per pod and p99 latency against the node count, one line per scheduler (CURVE_WORKLOAD)."""
+    curves = {kind: curve_points(rows, kind) for kind in (KUBE_SCHEDULER, KOPF_SCHEDULER)}
+    if sum(len(points) >= 2 for points in curves.values()) < 2:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, (cpu_ax, p99_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    colors = {KUBE_SCHEDULER: "#4C72B0", KOPF_SCHEDULER: "#DD8452"}
+    for kind, points in curves.items():
+        nodes = [p[0] for p in points]
+        cpu_ax.plot(nodes, [p[1] for p in points], "o-", color=colors[kind], label=kind)
+        p99_ax.plot(nodes, [p[2] for p in points], "o-", color=colors[kind], label=kind)
+        for n, cpu, p99 in points:
+            cpu_ax.annotate(f"{cpu:.2f}", (n, cpu), fontsize=7, textcoords="offset points", xytext=(0, 5))
+            p99_ax.annotate(f"{p99:.2f}", (n, p99), fontsize=7, textcoords="offset points", xytext=(0, 5))
+    for ax, label in ((cpu_ax, "CPU ms per pod"), (p99_ax, "p99 latency, creation to binding (s)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("nodes")
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"How the cost of a pod grows with the cluster ({CURVE_WORKLOAD}, as fast as created)")
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def write(results_dir: Path, output: Path) -> None:
     rows, documents = load(results_dir)
     has_chart = chart(rows, results_dir / CHART)
+    has_curve = cost_curve(rows, results_dir / COST_CURVE)
     lines = [
         "# Benchmark results",
         "",
@@ -382,7 +434,14 @@ def write(results_dir: Path, output: Path) -> None:
     if has_chart:
         rel = Path(results_dir.name) / CHART if results_dir.parent == output.parent else results_dir / CHART
         lines += [f"![throughput per workload]({rel.as_posix()})", ""]
-    for size in ("small", "full"):
+    if has_curve:
+        rel = (
+            Path(results_dir.name) / COST_CURVE
+            if results_dir.parent == output.parent
+            else results_dir / COST_CURVE
+        )
+        lines += [f"![CPU per pod and p99 latency against the node count]({rel.as_posix()})", ""]
+    for size in SIZES:
         table = throughput_table(rows, size)
         if len(table) <= 2:
             continue

@@ -1,5 +1,5 @@
 """The workloads, shaped like upstream scheduler_perf's (``test/integration/scheduler_perf/*/
-performance-config.yaml`` and ``templates/``), at two sizes.
+performance-config.yaml`` and ``templates/``), at up to four sizes.
 
 Every workload: fake nodes (4 CPU, 32 Gi, 110 pods, ``kubernetes.io/hostname`` and
 ``topology.kubernetes.io/zone`` labels), initial pods that the harness creates already bound
@@ -16,8 +16,14 @@ preemptor needs a whole node, so those two measure 400 and 500 pods as upstream'
 do). ``full`` is the 5,000-node one upstream's CI runs (``performance`` label); PreemptionBasic's
 5,000-node variant is the one upstream keeps commented out (20,000 low-priority pods, 5,000 preemptors).
 SchedulingWithResourceClaimTemplate's and ExtendedResource's largest upstream variants have 500 nodes
-(``5000pods_500nodes``, their ``performance`` ones); their small size is upstream's ``2000pods_200nodes``. SchedulingWaitForFirstConsumer
-has no upstream counterpart: its volumes are made by a provisioner, so it is small at both sizes.
+(``5000pods_500nodes``, their ``performance`` ones); their small size is upstream's
+``2000pods_200nodes``. SchedulingWaitForFirstConsumer has no upstream counterpart: its volumes are
+made by a provisioner, so it is small at both sizes.
+
+Two sizes go past upstream's named workloads, for how cost grows with the cluster: ``scale`` has
+15,000 nodes (SchedulingBasic, TopologySpreading, MixedSchedulingBasePod, MemoryAtScale with 150,000
+bound pods, and the churn), with the pods per node of the ``full`` shape; ``medium`` has 1,000 nodes
+(SchedulingBasic only), the first point of the cost curve (1,000 / 5,000 / 15,000 nodes).
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ HIGH_PRIORITY_CLASS = "bench-high-priority"
 
 NS_SELECTOR = "SchedulingRequiredPodAntiAffinityWithNSSelector"
 MIXED_CHURN = "SchedulingWithMixedChurn"
+
+#: every size, smallest first; a workload has some of them (``Workload.sizes``)
+SIZES = ("small", "medium", "full", "scale")
 
 PodBuilder = Callable[[str, str, str], dict[str, Any]]  # (name, namespace, schedulerName) -> Pod
 
@@ -317,7 +326,9 @@ WORKLOADS: dict[str, Workload] = {
             "SchedulingBasic",
             {
                 "small": Shape(500, 500, 1000, "SchedulingBasic/500Nodes"),
+                "medium": Shape(1000, 200, 2000, "none upstream (SchedulingBasic, 1,000 nodes)"),
                 "full": Shape(5000, 1000, 10000, "SchedulingBasic/5000Nodes_10000Pods"),
+                "scale": Shape(15000, 3000, 30000, "none upstream (SchedulingBasic, 15,000 nodes)"),
             },
             init_pod=default_pod,
             measured_pod=default_pod,
@@ -337,6 +348,7 @@ WORKLOADS: dict[str, Workload] = {
             {
                 "small": Shape(500, 1000, 1000, "TopologySpreading/500Nodes"),
                 "full": Shape(5000, 5000, 5000, "TopologySpreading/5000Nodes_5000Pods"),
+                "scale": Shape(15000, 15000, 15000, "none upstream (TopologySpreading, 15,000 nodes)"),
             },
             init_pod=default_pod,
             measured_pod=spreading_pod,
@@ -387,6 +399,7 @@ WORKLOADS: dict[str, Workload] = {
             {
                 "small": Shape(500, 1000, 1000, "MixedSchedulingBasePod/500Nodes (5 x 200 initial pods)"),
                 "full": Shape(5000, 10000, 5000, "MixedSchedulingBasePod/5000Nodes_5000Pods (5 x 2,000)"),
+                "scale": Shape(15000, 30000, 15000, "none upstream (MixedSchedulingBasePod, 15,000 nodes)"),
             },
             init_pod=mixed_init_pod,
             measured_pod=default_pod,
@@ -425,6 +438,9 @@ WORKLOADS: dict[str, Workload] = {
             {
                 "small": Shape(500, 0, 6000, f"{MIXED_CHURN}, 2 min", rate=50, lifetime=20),
                 "full": Shape(5000, 0, 60000, f"{MIXED_CHURN}/5000Nodes, 10 min", rate=100, lifetime=30),
+                "scale": Shape(
+                    15000, 0, 60000, f"{MIXED_CHURN} at 15,000 nodes, 10 min", rate=100, lifetime=30
+                ),
             },
             init_pod=default_pod,
             measured_pod=default_pod,
@@ -442,6 +458,7 @@ WORKLOADS: dict[str, Workload] = {
             {
                 "small": Shape(500, 5000, 1000, "none upstream (SchedulingBasic, 10 bound pods a node)"),
                 "full": Shape(5000, 50000, 10000, "none upstream (SchedulingBasic, 50,000 bound pods)"),
+                "scale": Shape(15000, 150000, 15000, "none upstream (SchedulingBasic, 150,000 bound pods)"),
             },
             init_pod=default_pod,
             measured_pod=default_pod,
