@@ -18,6 +18,7 @@ from kopf_scheduler.framework.objects import ClusterListers
 from kopf_scheduler.framework.objects.podgroups import GroupMembers
 from kopf_scheduler.framework.objects.workload_pod_groups import PodGroupManager
 from kopf_scheduler.framework.pod_info import PodInfo
+from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.status import Status
 
 
@@ -81,6 +82,8 @@ class Handle(Protocol):
     #: the plugin's construction on. Plugins read the gates in ``feature_gates.READ``; for every other gate
     #: the code behaves as ``IMPLEMENTED`` says
     feature_gates: FeatureGates
+    #: where preemption reports its searches and the candidates it acts on (the metrics listen)
+    recorder: Recorder
 
     def snapshot(self) -> SnapshotLister: ...
 

@@ -29,6 +29,7 @@ candidates it finds first may differ, never what a candidate is.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -42,6 +43,7 @@ from kopf_scheduler.framework.handle import Handle, PodNominator
 from kopf_scheduler.framework.interface import NodeStatusMap, PostFilterResult
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo, parse_timestamp
+from kopf_scheduler.framework.runtime.recorder import POD
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
 
 #: the status of every node the dry run did not try (upstream's absent-node status for preemption)
@@ -192,7 +194,17 @@ class Evaluator:
     async def preempt_async(
         self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap, now: float
     ) -> tuple[PostFilterResult | None, Status]:
-        """``preempt``, awaiting the extenders' preempt verb."""
+        """``preempt``, awaiting the extenders' preempt verb. The search is timed (upstream's
+        ``evaluate``: everything but the victims' preemption), and the candidate acted on reported."""
+        recorder = self.handle.recorder
+        started = time.perf_counter()
+        result, status = await self._evaluate(state, pod, statuses, now)
+        recorder.preemption_evaluated(POD, status, started)
+        return result, status
+
+    async def _evaluate(
+        self, state: CycleState, pod: PodInfo, statuses: NodeStatusMap, now: float
+    ) -> tuple[PostFilterResult | None, Status]:
         nominated = self.handle.nominator.nominated_node_of(pod)
         nominated_status = _status_of(statuses, nominated) if nominated else None
         eligible, reason = self.policy.pod_eligible_to_preempt_others(pod, nominated, nominated_status)
@@ -216,6 +228,8 @@ class Evaluator:
             return None, unschedulable("no candidate node for preemption")
         self.last_candidates = candidates
         best = self.select_candidate(candidates, now)
+        # the pod's victims are counted by the scheduler (``preemption_victims``), with the attempt
+        self.handle.recorder.preemption_candidate(POD, len(best.victims), 0, best.num_pdb_violations)
         return (
             PostFilterResult(
                 best.name, list(best.victims), prepare=lambda: self.prepare_candidate(best, pod)

@@ -33,7 +33,7 @@ from kopf_scheduler.framework.preemption import StatusMap
 from kopf_scheduler.framework.runtime.batch import OpportunisticBatch, SortedNodes
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind
-from kopf_scheduler.framework.runtime.recorder import Recorder
+from kopf_scheduler.framework.runtime.recorder import POD, Recorder
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable
 from kopf_scheduler.plugins.names import DEFAULT_PREEMPTION
 from kopf_scheduler.scheduling.context import CycleContext, ScheduleResult
@@ -476,6 +476,7 @@ async def after_post_filter(
     Work that failed is logged and the pod retried at once, as after upstream's asynchronous preemption:
     its report and nomination stand."""
     assert post_result.prepare is not None
+    executing = now()
     try:
         status = await post_result.prepare()
     except Exception as e:  # the work should report failures as statuses; do not lose the pod
@@ -486,7 +487,7 @@ async def after_post_filter(
         log.warning("post-filter API calls for %s: %s", qp.pod.key, status.message())
     if any(not victim.deletion_timestamp for victim in post_result.victims):
         # upstream's preemption goroutine runs only when some victim's deletion has not begun
-        ctx.recorder.preemption_executed("error" if failed else "success")
+        ctx.recorder.preemption_executed("error" if failed else "success", POD, executing)
     handle_fit_error(ctx, fwk, qp, fit_error, post_result.nominated_node_name, started)
     if failed:
         fwk.activate([qp.pod])

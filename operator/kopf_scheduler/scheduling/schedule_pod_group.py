@@ -49,6 +49,7 @@ from kopf_scheduler.framework.runtime.pod_group_points import (
     run_placement_feasible,
     run_pod_group_post_filter,
 )
+from kopf_scheduler.framework.runtime.recorder import POD_GROUP
 from kopf_scheduler.framework.snapshot_mutations import SnapshotMutations
 from kopf_scheduler.framework.status import Code, Status, error
 from kopf_scheduler.scheduling.context import CycleContext
@@ -72,6 +73,11 @@ log = logging.getLogger("kopf_scheduler")
 #: ``errPodGroupUnschedulable``: the first reason of a group's rejection made by the cycle itself
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 PREEMPT_NEVER = "Never"
+#: the results of a pod group's attempt (``scheduler_podgroup_schedule_attempts_total``)
+SCHEDULED = "scheduled"
+UNSCHEDULABLE = "unschedulable"
+WAITING_ON_PREEMPTION = "waiting_on_preemption"
+ERROR = "error"
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 
 FrameworkFor = Callable[[str], Framework | None]
@@ -216,6 +222,7 @@ class PodGroupCycle:
         result = await self._run_root(fwk, group)
         root_status = result.status
         self._complete(result)
+        self.ctx.recorder.pod_group_algorithm(self.started)
         post: PodGroupPostFilterResult | None = None
         if root_status is not None and root_status.code == Code.UNSCHEDULABLE:
             states = {r.qp.pod.uid: r.state for r in result.pods}
@@ -228,8 +235,23 @@ class PodGroupCycle:
             )
             self._apply_post_filter(result, post, post_status)
         if post is not None and post.prepare is not None and result.waiting_on_preemption:
+            # upstream submits at once, the evictions running apart: the attempt ends now
+            self._record(fwk, result)
             return [self._after_preemption(fwk, group, result, post, root_status)]
-        return self._submit(fwk, group, result, root_status)
+        coroutines = self._submit(fwk, group, result, root_status)
+        self._record(fwk, result)
+        return coroutines
+
+    def _record(self, fwk: Framework, result: GroupResult) -> None:
+        """The attempt's outcome, from the group's status (as ``submitPodGroupAlgorithmResult`` ends)."""
+        status = result.status
+        if _is_success(status):
+            outcome = SCHEDULED
+        elif status is not None and status.is_rejection:
+            outcome = WAITING_ON_PREEMPTION if result.waiting_on_preemption else UNSCHEDULABLE
+        else:
+            outcome = ERROR
+        self.ctx.recorder.pod_group_attempt(fwk.profile_name, outcome, self.started)
 
     async def _run_root(self, fwk: Framework, group: WorkloadPodGroup) -> GroupResult:
         """``runRootSchedulingAlgorithm``: the algorithm, then everything it assumed undone."""
@@ -400,12 +422,17 @@ class PodGroupCycle:
     ) -> None:
         """The victims' evictions sent (the gang's pods still in flight), the group is reported."""
         assert post.prepare is not None
+        executing = now()
         try:
             failure = await post.prepare()
         except Exception as e:  # the work should report failures as statuses; do not lose the pods
             failure = error(f"running PodGroupPostFilter API calls: {e}", cause=e)
-        if failure is not None and not failure.is_success:
+        failed = failure is not None and not failure.is_success
+        if failure is not None and failed:
             log.warning("pod group preemption for %s/%s: %s", group.namespace, group.name, failure.message())
+        if any(not victim.deletion_timestamp for victim in post.victims):
+            # upstream's preemption goroutine runs only when some victim's deletion has not begun
+            self.ctx.recorder.preemption_executed("error" if failed else "success", POD_GROUP, executing)
         for coroutine in self._submit(fwk, group, result, root_status):
             await coroutine
 

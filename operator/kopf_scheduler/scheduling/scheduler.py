@@ -212,6 +212,7 @@ class Scheduler(EventHandlers):
         framework.group_members = self.group_members
         framework.pod_groups = self.cache.pod_groups
         framework.activate_pods = self.queue.activate
+        framework.recorder = self.recorder
         return framework
 
     def set_profile(self, spec: ProfileSpec) -> Framework:

@@ -3,10 +3,14 @@
 
 Fed by the scheduler's recorder (bound, failed, extension-point, algorithm and Permit-wait timings,
 preemption); the queue's and the cache's state is read when the endpoint is scraped (``metric_state``).
-Only the metrics kube-scheduler v1.37.2 registers with its default feature gates are here (not those of
-GenericWorkload, TopologyAwareWorkloadScheduling, SchedulerAsyncAPICalls). DRADeviceBindingConditions'
-(``scheduler_dra_bindingconditions_*``) are fed by DynamicResources' PreBind waits, DRAExtendedResource's
-(``dynamic_resource_allocation_resourceclaim_creates_total``) by the claims it creates for extended resources.
+The metrics kube-scheduler v1.37.2 registers only with a feature gate on are registered the same way,
+once the gates are known (``register_gated``): GenericWorkload's (the pod group cycle's attempts and
+algorithm, workload preemption, and preemption's evaluation and execution timings, PDB violations and
+disrupted groups, of pods too) and DRADeviceBindingConditions' (``scheduler_dra_bindingconditions_*``, fed
+by DynamicResources' PreBind waits). TopologyAwareWorkloadScheduling's placement metrics and
+SchedulerAsyncAPICalls' are not here: those gates are refused. DRAExtendedResource's
+(``dynamic_resource_allocation_resourceclaim_creates_total``) is fed by the claims it creates for extended
+resources.
 Of opportunistic batching's, the counters are here; its latency histograms (``get_node_hint``,
 ``store_schedule_results``, ``batch_rescore``) are not.
 """
@@ -29,6 +33,7 @@ from kopf_scheduler.plugins.dynamic_resources.manager import manager_for
 from kopf_scheduler.service.metric_state import OperatorCollector, StateCollector
 
 if TYPE_CHECKING:
+    from kopf_scheduler.framework.runtime.recorder import Recorder
     from kopf_scheduler.scheduling.scheduler import Scheduler
     from kopf_scheduler.scheduling.shadow import ShadowDecision
 
@@ -138,20 +143,23 @@ class SchedulerMetrics:
             ["profile"],
             registry=r,
         )
+        # DRADeviceBindingConditions (registered by ``register_gated``)
         self.dra_binding_allocations = Counter(
             "scheduler_dra_bindingconditions_allocations",
             "[ALPHA] Number of allocations using devices with BindingConditions, counted per driver per "
             "scheduling attempt",
             ["driver", "profile", "status"],
-            registry=r,
+            registry=None,
         )
         self.dra_binding_wait = Histogram(
             "scheduler_dra_bindingconditions_wait_duration_seconds",
             "[ALPHA] Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
             ["driver", "profile", "status"],
             buckets=exponential_buckets(0.1, 2, 14),
-            registry=r,
+            registry=None,
         )
+        self.workload = _WorkloadMetrics()
+        self._gated_registered = False
         self.resourceclaim_creates = Counter(
             "dynamic_resource_allocation_resourceclaim_creates",
             "[ALPHA] Number of ResourceClaims creation requests, categorized by creation status, admin "
@@ -220,7 +228,22 @@ class SchedulerMetrics:
         recorder.batch_flush_hooks.append(lambda profile, reason: batch_flush_of(profile, reason).inc())
         recorder.batch_rescore_hooks.append(lambda profile: rescore_of(profile).inc())
         scheduler.shadow_hooks.append(shadow)
+        self.workload.attach(recorder)
         self._attach_dra(scheduler)
+
+    def register_gated(self, enabled: Callable[[str], bool]) -> None:
+        """Registers the metrics kube-scheduler registers only with a feature gate on (``Register``), once
+        the gates in force are known (once: later calls change nothing). Until then, and with the gate
+        off, they are fed but not served."""
+        if self._gated_registered:
+            return
+        self._gated_registered = True
+        if enabled("GenericWorkload"):
+            for metric in self.workload.all():
+                self.registry.register(metric)
+        if enabled("DRADeviceBindingConditions"):
+            self.registry.register(self.dra_binding_allocations)
+            self.registry.register(self.dra_binding_wait)
 
     def _attach_dra(self, scheduler: Scheduler) -> None:
         """DynamicResources' waits for device binding conditions (one DRA manager per scheduler)."""
@@ -246,6 +269,111 @@ class SchedulerMetrics:
     ) -> None:
         """Exports the operator's state: the leader gauge, profiles accepted and refused, bindings."""
         self.registry.register(OperatorCollector(leading, profiles, binds))
+
+
+class _WorkloadMetrics:
+    """GenericWorkload's: the pod group cycle's attempts, and preemption's (of pod groups and of pods)."""
+
+    def __init__(self) -> None:
+        self.attempts = Counter(
+            "scheduler_podgroup_schedule_attempts",
+            "[ALPHA] Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod "
+            "group could not be scheduled, while 'error' means an internal scheduler problem.",
+            ["profile", "result"],
+            registry=None,
+        )
+        self.attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "[ALPHA] Pod group scheduling attempt latency in seconds",
+            ["profile", "result"],
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=None,
+        )
+        self.algorithm_duration = Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            "[ALPHA] Pod group scheduling algorithm latency in seconds",
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=None,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_workload_preemption_attempts",
+            "[ALPHA] Total preemption attempts initiated by workload (including pod groups) in the cluster "
+            "till now.",
+            ["result"],
+            registry=None,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_workload_preemption_victims",
+            "[ALPHA] Number of pod preemption victims caused by workload preemption.",
+            buckets=exponential_buckets(1, 2, 11),
+            registry=None,
+        )
+        self.disruptions = Histogram(
+            "scheduler_preemption_workload_disruptions",
+            "[ALPHA] Number of workload preemption units being preempted. A single preemption unit can be "
+            "all pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
+            "DisruptionMode=single).",
+            ["preemptor"],
+            buckets=exponential_buckets(1, 2, 11),
+            registry=None,
+        )
+        self.evaluation_duration = Histogram(
+            "scheduler_preemption_evaluation_duration_seconds",
+            "[ALPHA] Duration in seconds for identifying the target preemption victims.",
+            ["preemptor", "result"],
+            buckets=exponential_buckets(0.001, 2, 16),
+            registry=None,
+        )
+        self.execution_duration = Histogram(
+            "scheduler_preemption_execution_duration_seconds",
+            "[ALPHA] Duration in seconds for preempting the target preemption victims. With async "
+            "preemption enabled, preemption execution does not block the scheduling of other pods.",
+            ["preemptor", "result"],
+            buckets=exponential_buckets(0.001, 2, 16),
+            registry=None,
+        )
+        self.pdb_violations = Counter(
+            "scheduler_preemption_pdb_violations",
+            "[ALPHA] Total number of pod disruption budget violations caused by preemption.",
+            ["preemptor"],
+            registry=None,
+        )
+
+    def all(self) -> list[Any]:
+        return [
+            self.attempts,
+            self.attempt_duration,
+            self.algorithm_duration,
+            self.preemption_attempts,
+            self.preemption_victims,
+            self.disruptions,
+            self.evaluation_duration,
+            self.execution_duration,
+            self.pdb_violations,
+        ]
+
+    def attach(self, recorder: Recorder) -> None:
+        attempts, durations = _labelled(self.attempts), _labelled(self.attempt_duration)
+        preemptions, evaluations = _labelled(self.preemption_attempts), _labelled(self.evaluation_duration)
+        executions, disruptions = _labelled(self.execution_duration), _labelled(self.disruptions)
+        violations = _labelled(self.pdb_violations)
+
+        def attempt(profile: str, result: str, seconds: float) -> None:
+            attempts(profile, result).inc()
+            durations(profile, result).observe(seconds)
+
+        recorder.pod_group_attempt_hooks.append(attempt)
+        recorder.pod_group_algorithm_hooks.append(self.algorithm_duration.observe)
+        recorder.workload_preemption_attempt_hooks.append(lambda result: preemptions(result).inc())
+        recorder.workload_preemption_victims_hooks.append(self.preemption_victims.observe)
+        recorder.preemption_evaluation_hooks.append(
+            lambda preemptor, result, seconds: evaluations(preemptor, result).observe(seconds)
+        )
+        recorder.preemption_execution_duration_hooks.append(
+            lambda preemptor, result, seconds: executions(preemptor, result).observe(seconds)
+        )
+        recorder.preemption_disruptions_hooks.append(lambda preemptor, n: disruptions(preemptor).observe(n))
+        recorder.preemption_pdb_violations_hooks.append(lambda preemptor, n: violations(preemptor).inc(n))
 
 
 def _labelled(metric: Any) -> Callable[..., Any]:

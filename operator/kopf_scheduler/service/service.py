@@ -155,6 +155,8 @@ class SchedulerService:
         self.scheduler.defaults = default_plugins(self.scheduler.feature_gates)
         # pods' requests with status (InPlacePodLevelResourcesVerticalScaling), read from here on
         pod_requests.use_feature_gates(self.scheduler.feature_gates)
+        # the metrics upstream registers only with their gate on (GenericWorkload's, binding conditions')
+        self.metrics.register_gated(self.scheduler.feature_gates.enabled)
         if self.config.metrics.port:
             try:
                 server = MetricsServer(

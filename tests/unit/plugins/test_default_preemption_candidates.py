@@ -17,6 +17,7 @@ from kopf_scheduler.framework.interface import PostFilterResult
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.preemption import Evaluator, StatusMap
+from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.status import Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.testing import make_pod
 
@@ -61,6 +62,7 @@ class SnapshotHandle:
 
         self._snapshot = Snapshot()
         self._snapshot.rebuild([NodeInfo(node(n)) for n in names])
+        self.recorder = Recorder()
 
     def snapshot(self) -> Any:
         return self._snapshot

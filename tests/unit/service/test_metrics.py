@@ -170,6 +170,7 @@ UPSTREAM: dict[str, tuple[str, str, tuple[str, ...], tuple[float, float, int] | 
         ("profile",),
         None,
     ),
+    # DRADeviceBindingConditions (on)
     "scheduler_dra_bindingconditions_allocations_total": (
         "counter",
         "[ALPHA] Number of allocations using devices with BindingConditions, counted per driver per "
@@ -216,6 +217,7 @@ def _setup(cpu: str = "2") -> tuple[Scheduler, FakeAPI, SchedulerMetrics]:
     scheduler.add_node(make_node().name("n1").capacity(cpu=cpu, memory="8Gi", pods=10).obj())
     metrics = SchedulerMetrics()
     metrics.attach(scheduler)
+    metrics.register_gated(scheduler.feature_gates.enabled)  # the default gates: binding conditions' on
     metrics.attach_operator(leading=lambda: True, profiles=lambda: {}, binds=lambda: {})
     return scheduler, api, metrics
 

@@ -63,6 +63,7 @@ from kopf_scheduler.framework.objects.podgroups import GroupMembers, NoMembers
 from kopf_scheduler.framework.objects.workload_pod_groups import NoPodGroups, PodGroupManager
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.pods_in_pre_bind import PodInPreBind, PodsInPreBind
+from kopf_scheduler.framework.runtime.recorder import Recorder
 from kopf_scheduler.framework.runtime.waiting_pods import MAX_PERMIT_TIMEOUT, WaitingPod, WaitingPods
 from kopf_scheduler.framework.status import SKIP, Code, Status, error
 
@@ -401,6 +402,8 @@ class Framework:
     pod_group_post_filter: list[PodGroupPostFilterPlugin] = field(default_factory=list)
     #: the Workload API's PodGroups and their pods' states (set by the scheduler; without one, none)
     pod_groups: PodGroupManager = field(default_factory=NoPodGroups)
+    #: where plugins report what preemption did (the scheduler's; without one, nobody listens)
+    recorder: Recorder = field(default_factory=Recorder)
     #: snapshot nodes with their nominated pods added, by node name (``_with_nominated``)
     _nominated_copies: dict[str, tuple[int, list[PodInfo], NodeInfo]] = field(
         default_factory=dict, init=False, repr=False

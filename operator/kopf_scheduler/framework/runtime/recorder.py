@@ -34,6 +34,20 @@ PreemptionExecutionHook = Callable[[str], None]
 BatchHook = Callable[[str, str], None]
 #: (profile) opportunistic batching scored the previous pod's node again
 BatchRescoreHook = Callable[[str], None]
+#: (profile, result, seconds) a pod group's attempt ended ("scheduled", "unschedulable",
+#: "waiting_on_preemption", "error") that long after it started
+PodGroupAttemptHook = Callable[[str, str, float], None]
+#: (status code label) DefaultPreemption's PodGroupPostFilter ran and answered so
+WorkloadPreemptionAttemptHook = Callable[[str], None]
+#: (preemptor "pod" or "podgroup", status code label or "success"/"error", seconds): preemption's search
+#: for victims, or the victims' preemption apart from the cycle
+PreemptionTimingHook = Callable[[str, str, float], None]
+#: (preemptor, count) of the candidate chosen: PodGroups disrupted whole, PodDisruptionBudgets violated
+PreemptionCountHook = Callable[[str, int], None]
+
+#: the preemptor labels (upstream's entity key types)
+POD = "pod"
+POD_GROUP = "podgroup"
 
 
 class Recorder:
@@ -52,6 +66,15 @@ class Recorder:
         self.batch_attempt_hooks: list[BatchHook] = []
         self.batch_flush_hooks: list[BatchHook] = []
         self.batch_rescore_hooks: list[BatchRescoreHook] = []
+        # GenericWorkload: the pod group cycle and the preemption it and single pods run
+        self.pod_group_attempt_hooks: list[PodGroupAttemptHook] = []
+        self.pod_group_algorithm_hooks: list[AlgorithmHook] = []
+        self.workload_preemption_attempt_hooks: list[WorkloadPreemptionAttemptHook] = []
+        self.workload_preemption_victims_hooks: list[PreemptionVictimsHook] = []
+        self.preemption_evaluation_hooks: list[PreemptionTimingHook] = []
+        self.preemption_execution_duration_hooks: list[PreemptionTimingHook] = []
+        self.preemption_disruptions_hooks: list[PreemptionCountHook] = []
+        self.preemption_pdb_violations_hooks: list[PreemptionCountHook] = []
 
     def observe(self, point: str, status: Status | None, profile: str, started: float) -> None:
         """``point`` of ``profile`` ran from ``started`` (``time.perf_counter``) until now."""
@@ -84,9 +107,58 @@ class Recorder:
         for hook in self.preemption_victims_hooks:
             hook(victims)
 
-    def preemption_executed(self, result: str) -> None:
+    def preemption_executed(self, result: str, preemptor: str, started: float) -> None:
+        """The victims' preemption of ``preemptor``, begun at ``started`` apart from the cycle, ended with
+        ``result`` ("success" or "error")."""
         for hook in self.preemption_execution_hooks:
             hook(result)
+        if self.preemption_execution_duration_hooks:
+            seconds = time.perf_counter() - started
+            for timing in self.preemption_execution_duration_hooks:
+                timing(preemptor, result, seconds)
+
+    def preemption_evaluated(self, preemptor: str, status: Status | None, started: float) -> None:
+        """Preemption's search for victims for ``preemptor``, begun at ``started``, ended with ``status``."""
+        if self.preemption_evaluation_hooks:
+            seconds = time.perf_counter() - started
+            label = "Success" if status is None else status.code.label
+            for hook in self.preemption_evaluation_hooks:
+                hook(preemptor, label, seconds)
+
+    def preemption_candidate(
+        self, preemptor: str, victims: int, disruptions: int, pdb_violations: int
+    ) -> None:
+        """The candidate preemption is about to act on (upstream's ``observeVictims``): a pod group's
+        victims (a single pod's are ``preemption_victims``), the PodGroups it disrupts whole and the
+        PodDisruptionBudgets it violates, each of the last two only when there are any."""
+        if preemptor != POD:
+            for hook in self.workload_preemption_victims_hooks:
+                hook(victims)
+        if disruptions > 0:
+            for count in self.preemption_disruptions_hooks:
+                count(preemptor, disruptions)
+        if pdb_violations > 0:
+            for count in self.preemption_pdb_violations_hooks:
+                count(preemptor, pdb_violations)
+
+    def workload_preemption_attempted(self, status: Status | None) -> None:
+        label = "Success" if status is None else status.code.label
+        for hook in self.workload_preemption_attempt_hooks:
+            hook(label)
+
+    def pod_group_attempt(self, profile: str, result: str, started: float) -> None:
+        """A pod group's attempt under ``profile``, begun at ``started``, ended with ``result``."""
+        if self.pod_group_attempt_hooks:
+            seconds = time.perf_counter() - started
+            for hook in self.pod_group_attempt_hooks:
+                hook(profile, result, seconds)
+
+    def pod_group_algorithm(self, started: float) -> None:
+        """The pod group algorithm of the attempt begun at ``started`` ended now."""
+        if self.pod_group_algorithm_hooks:
+            seconds = time.perf_counter() - started
+            for hook in self.pod_group_algorithm_hooks:
+                hook(seconds)
 
     def batch_attempt(self, profile: str, result: str) -> None:
         for hook in self.batch_attempt_hooks:
