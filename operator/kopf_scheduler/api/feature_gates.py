@@ -177,7 +177,8 @@ READ = frozenset({
     "DRAFractionalCapacityRange",  # plugins/dynamic_resources/capacity.py: steps in thousandths
     "DRAPartitionableDevices",  # plugins/dynamic_resources: counter sets, per-device node selection
     "DRAExtendedResource",  # plugins/node_resources_fit, plugins/dynamic_resources/extended.py
-    "GenericWorkload",  # PodGroups watched, queued as groups (backend/queue/pod_groups.py), GangScheduling
+    "GenericWorkload",  # PodGroups watched, queued as groups (backend/queue/pod_groups.py), GangScheduling,
+    # a lone pod's preemption victims by PodGroup (plugins/default_preemption/domain.py)
     "InPlacePodLevelResourcesVerticalScaling",  # framework/pod_requests.py (use_feature_gates): pod status
     "NominatedNodeNameForExpectation",  # scheduling/schedule_one.py: pre-flights, nominatedNodeName
     "NodeDeclaredFeatures",  # plugins/defaults.py, plugins/node_declared_features

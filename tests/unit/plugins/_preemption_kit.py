@@ -7,16 +7,19 @@ import random
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kopf_scheduler.api.feature_gates import BINARY_VERSION, FeatureGates
 from kopf_scheduler.api.profile import ProfileSpec
 from kopf_scheduler.framework.clock import VirtualClock
 from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.diagnosis import FitError
 from kopf_scheduler.framework.eager import run_eagerly
 from kopf_scheduler.framework.interface import PostFilterResult
+from kopf_scheduler.framework.objects.kind import ObjectKind
 from kopf_scheduler.framework.pod_info import PodInfo
 from kopf_scheduler.framework.runtime.framework import Framework
 from kopf_scheduler.framework.status import Status
 from kopf_scheduler.plugins.default_preemption import DefaultPreemption
+from kopf_scheduler.plugins.defaults import default_plugins
 from kopf_scheduler.scheduling.schedule_one import schedule_pod
 from kopf_scheduler.scheduling.scheduler import Scheduler
 from kopf_scheduler.simulate.client import SimulatedCluster
@@ -42,9 +45,18 @@ class Harness:
         pdbs: Iterable[Mapping[str, Any]] = (),
         args: Mapping[str, Any] | None = None,
         seed: int = 1,
+        gates: Mapping[str, bool] | None = None,
+        objects: Iterable[tuple[ObjectKind[Any], Mapping[str, Any]]] = (),
     ) -> None:
+        """``gates``: feature gates set (GenericWorkload also keeps pod groups); ``objects``: what the
+        scheduler sees before the pods (e.g. PodGroups)."""
         self.cluster = SimulatedCluster()
         self.sched = Scheduler(self.cluster, clock=VirtualClock(), rng=random.Random(seed))
+        if gates:
+            resolved = FeatureGates.resolve(BINARY_VERSION, dict(gates))
+            self.sched.feature_gates = resolved
+            self.sched.defaults = default_plugins(resolved)
+            self.sched.use_pod_groups(resolved.enabled("GenericWorkload"))
         spec = ProfileSpec(scheduler_name=PROFILE)
         if args is not None:
             spec = ProfileSpec(
@@ -58,6 +70,8 @@ class Harness:
             self.sched.add_pdb(obj)
         for obj in nodes:
             self.sched.add_node(obj)
+        for kind, raw in objects:
+            self.sched.update_object(kind, raw)
         for obj in pods:
             self.cluster.pods[obj["metadata"]["uid"]] = dict(obj)
             self.sched.add_pod(obj)

@@ -8,6 +8,12 @@ and holds the pod back with a PreEnqueue check until the last victim's deletion 
 (``SchedulerAsyncPreemption``); the pod sees the same thing, so this plugin needs no PreEnqueue and no
 queueing hints. Victims waiting at Permit or in PreBind are stopped in the scheduler's memory instead
 (``framework.preemption.Evaluator.preempt_pod``).
+
+With GenericWorkload a node's victims are those kube-scheduler v1.37.2 counts with the gate on
+(``domain``): a pod naming a seen PodGroup is preempted at its group's priority and offered back before
+lone pods of the same priority (larger groups first), and the scheduled pods of a PodGroup with
+``disruptionMode: all`` go together, from every node they run on. CompositePodGroups (their hierarchy's
+priority and disruption mode) are not built: that gate is refused.
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from kopf_scheduler.framework.preemption import Evaluator
 from kopf_scheduler.framework.status import Code, Status
 from kopf_scheduler.plugins import names
 from kopf_scheduler.plugins.default_preemption.args import Args
+from kopf_scheduler.plugins.default_preemption.domain import pod_priority
 from kopf_scheduler.plugins.default_preemption.pod_group import PodGroupPreemption
 from kopf_scheduler.plugins.default_preemption.victims import (
-    may_preempt,
     select_victims_on_node,
     terminating_by_preemption,
 )
@@ -47,6 +53,7 @@ MESSAGE_PREFIX = "preemption: "
 NOT_ELIGIBLE_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 PREEMPT_NEVER = "Never"
+GENERIC_WORKLOAD = "GenericWorkload"
 
 
 class DefaultPreemption(PostFilterPlugin, AsyncPostFilter, PodGroupPostFilterPlugin):
@@ -57,6 +64,9 @@ class DefaultPreemption(PostFilterPlugin, AsyncPostFilter, PodGroupPostFilterPlu
         self.handle = handle
         #: wall-clock seconds: pods that have not started count as starting now
         self.wall = wall
+        #: GenericWorkload: victims are counted as ``domain.domain_victims`` says (a gang member at its
+        #: PodGroup's priority, a PodGroup with ``disruptionMode: all`` whole)
+        self.generic_workload = handle.feature_gates.enabled(GENERIC_WORKLOAD)
         self.evaluator = Evaluator(NAME, handle, self)
         self.pod_group_preemption = PodGroupPreemption(NAME, handle)
 
@@ -91,8 +101,9 @@ class DefaultPreemption(PostFilterPlugin, AsyncPostFilter, PodGroupPostFilterPlu
         self, pod: PodInfo, nominated: str, nominated_status: Status | None
     ) -> tuple[bool, str]:
         """Not with ``preemptionPolicy: Never``; not while a pod of lower priority on the nominated node
-        is terminating because of preemption (the room this pod asked for is on its way), unless the
-        nominated node now fails for a reason preemption cannot fix. ``nominated``: the pod's node as
+        is terminating because of preemption (the room this pod asked for is on its way; with
+        GenericWorkload a gang member has its PodGroup's priority), unless the nominated node now fails
+        for a reason preemption cannot fix. ``nominated``: the pod's node as
         the scheduler holds it (its ``status.nominatedNodeName``, or the nomination just made)."""
         if pod.preemption_policy == PREEMPT_NEVER:
             return False, NOT_ELIGIBLE_POLICY_NEVER
@@ -101,15 +112,17 @@ class DefaultPreemption(PostFilterPlugin, AsyncPostFilter, PodGroupPostFilterPlu
                 return True, ""
             node = self.handle.snapshot().get(nominated)
             if node is not None:
+                groups = self.handle.pod_groups if self.generic_workload else None
                 for other in node.pods.values():
-                    if may_preempt(other, pod) and terminating_by_preemption(other):
+                    priority = other.priority if groups is None else pod_priority(other, groups)
+                    if priority < pod.priority and terminating_by_preemption(other):
                         return False, NOT_ELIGIBLE_TERMINATING
         return True, ""
 
     def select_victims_on_node(
         self, state: CycleState, pod: PodInfo, node: NodeInfo, pdbs: Sequence[DisruptionBudget], now: float
     ) -> tuple[list[PodInfo], int, Status | None]:
-        return select_victims_on_node(self.handle, state, pod, node, pdbs, now)
+        return select_victims_on_node(self.handle, state, pod, node, pdbs, now, self.generic_workload)
 
 
 def _prefixed(status: Status) -> Status:

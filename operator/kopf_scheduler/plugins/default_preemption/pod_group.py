@@ -23,12 +23,11 @@ Every message starts with ``pod group preemption: ``. The snapshot is restored b
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
 from kopf_scheduler.framework.client import PreemptorGroup
 from kopf_scheduler.framework.cycle_state import CycleState
-from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.interface import (
     PodGroupPostFilterResult,
@@ -36,17 +35,20 @@ from kopf_scheduler.framework.interface import (
     ProposedAssignment,
 )
 from kopf_scheduler.framework.node_info import NodeInfo
-from kopf_scheduler.framework.objects.workload_pod_groups import (
-    PodGroupManager,
-    WorkloadPodGroup,
-    pod_group_priority,
-    scheduling_group,
-)
+from kopf_scheduler.framework.objects.workload_pod_groups import WorkloadPodGroup, pod_group_priority
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.preemption import pod_start_time, stop_in_memory
+from kopf_scheduler.framework.preemption import stop_in_memory
+from kopf_scheduler.framework.runtime.recorder import POD_GROUP as POD_GROUP_PREEMPTOR
 from kopf_scheduler.framework.snapshot_mutations import MutableSnapshot, SnapshotMutations
 from kopf_scheduler.framework.status import Code, Status, error
-from kopf_scheduler.plugins.default_preemption.victims import _violates, terminating_by_preemption
+from kopf_scheduler.plugins.default_preemption.domain import (
+    Victim,
+    domain_victims,
+    importance,
+    pod_priority,
+    split_by_budgets,
+)
+from kopf_scheduler.plugins.default_preemption.victims import terminating_by_preemption
 
 MESSAGE_PREFIX = "pod group preemption: "
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
@@ -54,92 +56,9 @@ ONGOING = "ongoing preemption on nominated nodes"
 NOT_ELIGIBLE_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 PREEMPT_NEVER = "Never"
 
-#: victim kinds, ranked as ``victimRank``: a pod naming a PodGroup counts as of its group
-POD = 1
-POD_GROUP = 2
-
 
 def placement_found(num_victims: int) -> str:
     return f"found a placement for podgroup, preempting {num_victims} victims"
-
-
-@dataclass(slots=True)
-class Victim:
-    """Pods that are preempted together (upstream's ``DomainVictim``)."""
-
-    pods: list[PodInfo]
-    priority: int
-    rank: int
-    earliest_start: float
-    nodes: set[str] = field(default_factory=set)
-
-    @property
-    def is_group(self) -> bool:
-        return self.rank == POD_GROUP
-
-
-def pod_priority(pod: PodInfo, groups: PodGroupManager) -> int:
-    """``GetPodPriority``: the priority of the PodGroup the pod names, when it is seen; else the pod's."""
-    name = scheduling_group(pod)
-    group = None if name is None else groups.pod_group(pod.namespace, name)
-    return pod.priority if group is None else pod_group_priority(group)
-
-
-def _victim(pods: list[PodInfo], priority: int, rank: int, now: float) -> Victim:
-    return Victim(
-        pods,
-        priority,
-        rank,
-        min(pod_start_time(p, now) for p in pods),
-        {p.node_name for p in pods},
-    )
-
-
-def domain_victims(nodes: Sequence[NodeInfo], groups: PodGroupManager, now: float) -> list[Victim]:
-    """``getCrossNodesVictims``: node by node, pod by pod; a group preempted whole is listed once, with
-    all its scheduled pods (a pod on its own when the group's state lists none)."""
-    seen: set[str] = set()
-    victims: list[Victim] = []
-    for node in nodes:
-        for pod in node.pods.values():
-            name = scheduling_group(pod)
-            group = None if name is None else groups.pod_group(pod.namespace, name)
-            rank = POD if name is None else POD_GROUP
-            if group is None or not group.disruption_all:
-                if pod.uid not in seen:
-                    seen.add(pod.uid)
-                    victims.append(_victim([pod], pod_priority(pod, groups), rank, now))
-                continue
-            key = f"podgroup/{group.namespace}/{group.name}"
-            if key in seen:
-                continue
-            seen.add(key)
-            state = groups.state(group.namespace, group.name)
-            members = list(state.scheduled_pods()) if state is not None else []
-            victims.append(_victim(members or [pod], pod_group_priority(group), POD_GROUP, now))
-    return victims
-
-
-def importance(victim: Victim) -> tuple[int, int, int, float]:
-    """Sort key, most important first (``MoreImportantVictim``)."""
-    return (-victim.priority, -victim.rank, -len(victim.pods), victim.earliest_start)
-
-
-def split_by_budgets(
-    victims: Sequence[Victim], pdbs: Sequence[DisruptionBudget]
-) -> tuple[list[tuple[Victim, int]], list[Victim]]:
-    """``FilterVictimsWithPDBViolation``: a victim with any pod exceeding a budget violates (with how many
-    of its pods do); the budgets are counted down pod by pod, in order."""
-    allowed = [b.disruptions_allowed for b in pdbs]
-    violating: list[tuple[Victim, int]] = []
-    others: list[Victim] = []
-    for victim in victims:
-        count = sum(1 for pod in victim.pods if _violates(pod, pdbs, allowed))
-        if count:
-            violating.append((victim, count))
-        else:
-            others.append(victim)
-    return violating, others
 
 
 def _policy(unscheduled: Sequence[PodInfo]) -> str:
@@ -174,6 +93,7 @@ class PodGroupPreemption:
         message = status.message()
         if message:
             status = Status(status.code, (MESSAGE_PREFIX + message,), status.plugin, status.cause)
+        self.handle.recorder.workload_preemption_attempted(status)
         return result, status
 
     async def _preempt(
@@ -192,6 +112,21 @@ class PodGroupPreemption:
         if self._ongoing(unscheduled, priority):
             nominations = {p.uid: p.nominated_node_name for p in unscheduled}
             return PodGroupPostFilterResult(nominations), Status(Code.SUCCESS, (ONGOING,))
+        started = time.perf_counter()
+        result, status = await self._evaluate(nodes, priority, schedule, now)
+        self.handle.recorder.preemption_evaluated(POD_GROUP_PREEMPTOR, status, started)
+        return result, status
+
+    async def _evaluate(
+        self,
+        nodes: list[NodeInfo],
+        priority: int,
+        schedule: PodGroupSchedulingFunc,
+        now: float,
+    ) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """``PodGroupEvaluator.evaluate``: the victims, without acting on them."""
+        handle = self.handle
+        snapshot = handle.snapshot()
         potential = [v for v in domain_victims(nodes, handle.pod_groups, now) if v.priority < priority]
         if not potential:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,))
@@ -236,15 +171,20 @@ class PodGroupPreemption:
         violating, others = split_by_budgets(potential, handle.pdbs())
         valid = [a for a in assignments if a.node_name]
         to_preempt: list[Victim] = []
-        for victim, _count in violating:
+        pdb_violations = 0
+        for victim, count in violating:
             if not self._reprieve(victim, valid, mutations, snapshot):
                 to_preempt.append(victim)
+                pdb_violations += count
         for victim in others:
             if not self._reprieve(victim, valid, mutations, snapshot):
                 to_preempt.append(victim)
         to_preempt.sort(key=importance)
         pods = [pod for victim in to_preempt for pod in victim.pods]
         nominations = {a.pod.uid: a.node_name for a in valid}
+        disruptions = sum(1 for victim in to_preempt if victim.is_group)
+        # the candidate acted on (upstream's ``observeVictims``, as its actuation begins)
+        handle.recorder.preemption_candidate(POD_GROUP_PREEMPTOR, len(pods), disruptions, pdb_violations)
         return (
             PodGroupPostFilterResult(nominations, victims=pods),
             Status(Code.SUCCESS, (placement_found(len(pods)),)),

@@ -4,6 +4,8 @@ All lower-priority pods are removed from a copy of the node, with the pre-filter
 inter-pod affinity and topology spreading counts follow. If the preemptor still does not fit, the node
 cannot help. Otherwise the removed pods are offered back, most important first, budget-violating ones
 before the others, and each that still lets the preemptor fit is reprieved; the rest are the victims.
+The pods are taken and offered back as victims (``domain.Victim``): one pod each, or, with
+GenericWorkload, a PodGroup with ``disruptionMode: all`` whole.
 """
 
 from __future__ import annotations
@@ -15,8 +17,15 @@ from kopf_scheduler.framework.disruption_budgets import DisruptionBudget
 from kopf_scheduler.framework.handle import Handle
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.preemption import importance_key
 from kopf_scheduler.framework.status import Status, error, unresolvable
+from kopf_scheduler.plugins.default_preemption.domain import (
+    Victim,
+    domain_victims,
+    importance,
+    pod_victims,
+    split_by_budgets,
+    violates,
+)
 
 #: the dry-run verdict on a node without any pod of lower priority
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -57,23 +66,35 @@ def filter_pods_with_pdb_violation(
     violating: list[PodInfo] = []
     others: list[PodInfo] = []
     for pod in pods:
-        (violating if _violates(pod, pdbs, allowed) else others).append(pod)
+        (violating if violates(pod, pdbs, allowed) else others).append(pod)
     return violating, others
 
 
-def _violates(pod: PodInfo, pdbs: Sequence[DisruptionBudget], allowed: list[int]) -> bool:
-    if not pod.labels:
-        return False
-    for i, budget in enumerate(pdbs):
-        if not budget.covers(pod.namespace, pod.labels) or pod.name in budget.disrupted_pods:
-            continue
-        allowed[i] -= 1
-        if allowed[i] < 0:
-            return True
-    return False
-
-
 def _unfollowed(state: CycleState, pod: PodInfo, other: PodInfo, node: NodeInfo) -> None:
+    return None
+
+
+def node_info_missing(name: str) -> str:
+    """The dry run's error for a victim on a node the snapshot lacks."""
+    return (
+        f'failed to get node info for node "{name}" from snapshot: nodeinfo not found for node name "{name}"'
+    )
+
+
+def _other_nodes(
+    handle: Handle, node: NodeInfo, victims: Sequence[Victim], hosts: dict[str, NodeInfo]
+) -> str | None:
+    """Fills ``hosts`` with the snapshot's nodes the victims run on besides ``node``; the name of one the
+    snapshot lacks, if any (``newDomainVictim``'s error)."""
+    snapshot = handle.snapshot()
+    for victim in victims:
+        for name in victim.nodes:
+            if name == node.name or name in hosts:
+                continue
+            held = snapshot.get(name)
+            if held is None:
+                return name
+            hosts[name] = held
     return None
 
 
@@ -84,14 +105,27 @@ def select_victims_on_node(
     node: NodeInfo,
     pdbs: Sequence[DisruptionBudget],
     now: float,
+    generic_workload: bool = False,
 ) -> tuple[list[PodInfo], int, Status | None]:
     """``(victims most important first, how many violate a budget, None)``, or ``([], 0, why not)``.
 
-    ``node`` and ``state`` are the caller's copies and are changed.
+    ``node`` and ``state`` are the caller's copies and are changed. With ``generic_workload`` the victims
+    are those of ``domain.domain_victims``: a PodGroup preempted whole takes its pods on other nodes
+    along, which the pre-filter extensions are told of on their own nodes (left unchanged, as upstream:
+    only this node's filters run).
     """
-    potential = [p for p in node.pods.values() if may_preempt(p, pod)]
+    hosts: dict[str, NodeInfo] = {}  # the other nodes a PodGroup preempted whole runs on
+    if generic_workload:
+        candidates = domain_victims([node], handle.pod_groups, now)
+        missing = _other_nodes(handle, node, candidates, hosts)
+        if missing is not None:
+            return [], 0, error(node_info_missing(missing))
+        potential = [v for v in candidates if v.priority < pod.priority]
+    else:
+        potential = pod_victims((p for p in node.pods.values() if may_preempt(p, pod)), now)
     if not potential:
         return [], 0, unresolvable(NO_VICTIMS)
+    here = dict(node.pods)  # this node's pods, by UID: those it holds are taken off it, not just told
     # looked up once: the handle forwards every attribute access to the framework
     fits = handle.run_filter_with_nominated_pods
     removed: Callable[[CycleState, PodInfo, PodInfo, NodeInfo], None] = _unfollowed
@@ -99,33 +133,48 @@ def select_victims_on_node(
     if handle.pre_filter_extensions(state):  # else no plugin follows pods coming and going for this pod
         removed = handle.run_pre_filter_remove_pod
         added = handle.run_pre_filter_add_pod
+
+    def take(victim: Victim) -> None:
+        for member in victim.pods:
+            local = here.get(member.uid)
+            if local is not None:
+                node.remove_pod(local)
+                removed(state, pod, local, node)
+            else:
+                removed(state, pod, member, hosts[member.node_name])
+
+    def give_back(victim: Victim) -> None:
+        for member in victim.pods:
+            local = here.get(member.uid)
+            if local is not None:
+                node.add_pod(local)
+                added(state, pod, local, node)
+            else:
+                added(state, pod, member, hosts[member.node_name])
+
     try:
         for victim in potential:
-            node.remove_pod(victim)
-            removed(state, pod, victim, node)
+            take(victim)
         status = fits(state, pod, node)
         if status is not None:
             return [], 0, status
-        key = importance_key(now)
-        potential.sort(key=key)
-        violating, others = filter_pods_with_pdb_violation(potential, pdbs)
-        victims: list[PodInfo] = []
+        potential.sort(key=importance)
+        violating, others = split_by_budgets(potential, pdbs)
+        victims: list[Victim] = []
 
-        def reprieve(candidate: PodInfo) -> bool:
-            node.add_pod(candidate)
-            added(state, pod, candidate, node)
+        def reprieve(candidate: Victim) -> bool:
+            give_back(candidate)
             if fits(state, pod, node) is None:
                 return True
-            node.remove_pod(candidate)
-            removed(state, pod, candidate, node)
+            take(candidate)
             victims.append(candidate)
             return False
 
-        violations = sum(1 for candidate in violating if not reprieve(candidate))
+        violations = sum(count for candidate, count in violating if not reprieve(candidate))
         for candidate in others:
             reprieve(candidate)
     except RuntimeError as e:  # a pre-filter extension failed
         return [], 0, error(str(e))
     if violating and others:
-        victims.sort(key=key)
-    return victims, violations, None
+        victims.sort(key=importance)
+    return [member for victim in victims for member in victim.pods], violations, None
