@@ -3,6 +3,7 @@
     python -m bench run --size small                          # every workload, all three schedulers
     python -m bench run --size full --workload SchedulingBasic --repeat 3
     python -m bench run --size full --latency-rate 100 --latency-only
+    python -m bench failover --size full                      # start-up and failover, two replicas each
     python -m bench report                                    # RESULTS.md and the chart from results/*.json
 
 Results: ``bench/results/<UTC time>.json`` (rewritten after every run, so an interrupted benchmark keeps
@@ -24,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import report, schedulers
+from bench import failover, report, schedulers
 from bench.runner import RunOptions, run_one
 from bench.workloads import LATENCY_WORKLOAD, SIZES, WORKLOADS
 
@@ -235,6 +236,7 @@ def parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="regenerate bench/RESULTS.md and the chart from the results")
     rep.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     rep.set_defaults(func=cmd_report)
+    failover.register(sub, BENCH_DIR / "results")
     return p
 
 

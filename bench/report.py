@@ -37,6 +37,9 @@ NUMERIC = (
     "api_requests_per_pod", "api_writes_per_pod", "api_writes_per_pod_without_events",
     "api_event_writes_per_pod", "startup_seconds", "foreign_cpu_seconds", "apiserver_cpu_seconds",
     "measured_seconds",
+    # python -m bench failover
+    "first_binding_seconds", "pending_bound_seconds", "standby_ready_seconds", "lease_taken_seconds",
+    "failover_seconds", "latency_max_s",
 )  # fmt: skip
 
 
@@ -316,6 +319,32 @@ def over_time_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> li
     return lines if len(lines) > 2 else []
 
 
+def failover_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
+    """``python -m bench failover``: seconds from a replica's start to ready and to its first binding,
+    and from the leader's SIGKILL to the standby's first binding."""
+    lines = [
+        "| size | nodes | bound pods | pending pods | scheduler | ready (s) | first binding (s) "
+        "| all pending bound (s) | standby ready (s) | Lease taken over (s) | failover (s) "
+        "| max latency (s) | status |",
+        "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    order = {k: i for i, k in enumerate(ALL)}
+    sizes = {s: i for i, s in enumerate(SIZES)}
+    for key in sorted(rows, key=lambda k: (sizes.get(k[2], 9), order.get(k[3], 9))):
+        row = rows[key]
+        if key[0] != "failover":
+            continue
+        lines.append(
+            f"| {key[2]} | {row['nodes']:,} | {row['init_pods']:,} | {row.get('pending_pods', 0):,} "
+            f"| {key[3]} "
+            f"| {_num(row.get('startup_seconds'), 2)} | {_num(row.get('first_binding_seconds'), 2)} "
+            f"| {_num(row.get('pending_bound_seconds'), 2)} | {_num(row.get('standby_ready_seconds'), 2)} "
+            f"| {_num(row.get('lease_taken_seconds'), 2)} | {_num(row.get('failover_seconds'), 2)} "
+            f"| {_num(row.get('latency_max_s'), 2)} | {_status(row)} |"
+        )
+    return lines if len(lines) > 2 else []
+
+
 def chart(rows: dict[tuple[str, str, str, str], dict[str, Any]], output: Path) -> bool:
     """Grouped bars per workload: kube-scheduler, kopf-scheduler, raw-binder; one panel per size."""
     try:
@@ -480,6 +509,21 @@ def write(results_dir: Path, output: Path) -> None:
     latency = latency_table(rows)
     if latency:
         lines += ["## Latency at a fixed creation rate (SchedulingBasic shape)", "", *latency, ""]
+    starts = failover_table(rows)
+    if starts:
+        lines += [
+            "## Start-up and failover",
+            "",
+            "`python -m bench failover`: MemoryAtScale's cluster (bound pods) plus pending pods created",
+            "before the scheduler starts, two replicas with leader election (15 s lease, 10 s renew",
+            "deadline, 2 s retry). From the first replica's process start: to ready, to the first pending",
+            "pod bound, to the last; the standby's start to ready; from the leader's SIGKILL: to the",
+            "standby's Lease (its `acquireTime`) and to its first binding; max latency of the failover",
+            "phase's pods (created at a steady rate), creation to binding.",
+            "",
+            *starts,
+            "",
+        ]
     if documents:
         lines += ["## Machines and versions", ""]
         used = sorted({row["file"] for row in rows.values()})

@@ -126,6 +126,8 @@ class KopfScheduler(Scheduler):
         super().__init__(cluster, workdir)
         self.metrics_port = 0
         self.liveness_port = 0
+        #: ``run``'s leader election flags (``bench.failover`` runs two replicas with it on)
+        self.leader_election: list[str] = ["--leader-elect", "false"]
 
     def start(self, timeout: float = 180.0) -> None:
         self.metrics_port, self.liveness_port = free_port(), free_port()
@@ -133,7 +135,7 @@ class KopfScheduler(Scheduler):
         command = [str(exe)] if exe.exists() else [sys.executable, "-m", "kopf_scheduler"]
         argv = [
             *command, "run",
-            "--leader-elect", "false",
+            *self.leader_election,
             "--metrics-port", str(self.metrics_port),
             "--insecure-metrics",  # as kube-scheduler's /metrics is scraped here: no credentials on loopback
             "--liveness-port", str(self.liveness_port),
