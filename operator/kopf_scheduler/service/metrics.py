@@ -7,10 +7,10 @@ The metrics kube-scheduler v1.37.2 registers only with a feature gate on are reg
 once the gates are known (``register_gated``): GenericWorkload's (the pod group cycle's attempts and
 algorithm, workload preemption, and preemption's evaluation and execution timings, PDB violations and
 disrupted groups, of pods too) and DRADeviceBindingConditions' (``scheduler_dra_bindingconditions_*``, fed
-by DynamicResources' PreBind waits). TopologyAwareWorkloadScheduling's placement metrics and
-SchedulerAsyncAPICalls' are not here: those gates are refused. DRAExtendedResource's
-(``dynamic_resource_allocation_resourceclaim_creates_total``) is fed by the claims it creates for extended
-resources.
+by DynamicResources' PreBind waits) and DRAExtendedResource's
+(``dynamic_resource_allocation_resourceclaim_creates_total``, fed by the claims it creates for extended
+resources). TopologyAwareWorkloadScheduling's placement metrics and SchedulerAsyncAPICalls' are not here:
+those gates are refused.
 Of opportunistic batching's, the counters are here; its latency histograms (``get_node_hint``,
 ``store_schedule_results``, ``batch_rescore``) are not.
 """
@@ -160,12 +160,13 @@ class SchedulerMetrics:
         )
         self.workload = _WorkloadMetrics()
         self._gated_registered = False
+        # DRAExtendedResource (registered by ``register_gated``)
         self.resourceclaim_creates = Counter(
             "dynamic_resource_allocation_resourceclaim_creates",
             "[ALPHA] Number of ResourceClaims creation requests, categorized by creation status, admin "
             "access, and owning API group and kind (either Pod or scheduling.k8s.io/PodGroup)",
             ["status", "admin_access", "owner_api_group", "owner_api_kind"],
-            registry=r,
+            registry=None,
         )
         self.shadow_decisions = Counter(
             "kopf_scheduler_shadow_decisions",
@@ -238,6 +239,8 @@ class SchedulerMetrics:
         if self._gated_registered:
             return
         self._gated_registered = True
+        if enabled("DRAExtendedResource"):
+            self.registry.register(self.resourceclaim_creates)
         if enabled("GenericWorkload"):
             for metric in self.workload.all():
                 self.registry.register(metric)
