@@ -5,6 +5,7 @@
     python -m bench run --size full --latency-rate 100 --latency-only
     python -m bench failover --size full                      # start-up and failover, two replicas each
     python -m bench report                                    # RESULTS.md and the chart from results/*.json
+    python -m bench census --nodes 1000 --pods 10000          # memory per node and pod, no cluster
 
 Results: ``bench/results/<UTC time>.json`` (rewritten after every run, so an interrupted benchmark keeps
 what it measured) and ``bench/RESULTS.md``. The order of the schedulers rotates from one workload (and
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import failover, report, schedulers
+from bench import census, failover, report, schedulers
 from bench.runner import RunOptions, run_one
 from bench.workloads import LATENCY_WORKLOAD, SIZES, WORKLOADS
 
@@ -236,6 +237,7 @@ def parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="regenerate bench/RESULTS.md and the chart from the results")
     rep.add_argument("--results-dir", default=str(BENCH_DIR / "results"))
     rep.set_defaults(func=cmd_report)
+    census.register(sub, BENCH_DIR / "results")
     failover.register(sub, BENCH_DIR / "results")
     return p
 
