@@ -116,10 +116,12 @@ def test_a_gang_member_is_preempted_at_its_pod_groups_priority(
 
 
 def test_a_pod_group_preempted_whole_goes_with_its_pods_on_other_nodes() -> None:
-    """The group's pod on ``b`` is a victim of room made on ``a``, and a lone pod of higher priority stays."""
+    """The group's pod on ``b`` is a victim of room made on ``a``, and a lone pod of higher priority stays.
+    The pod on ``a`` comes first (the last victim is preempted after the others), though ``b``'s was bound
+    first."""
     pods = [
-        bound("whole-0", "a", group="whole"),
         bound("whole-1", "b", group="whole"),
+        bound("whole-0", "a", group="whole"),
         bound("mid", "a", priority=500),
     ]
     objects = [pod_group("whole", whole=True)]

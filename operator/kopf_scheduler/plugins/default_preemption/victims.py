@@ -177,4 +177,14 @@ def select_victims_on_node(
         return [], 0, error(str(e))
     if violating and others:
         victims.sort(key=importance)
-    return [member for victim in victims for member in victim.pods], violations, None
+    return [member for victim in victims for member in _here_first(victim.pods, here)], violations, None
+
+
+def _here_first(pods: list[PodInfo], here: Mapping[str, PodInfo]) -> list[PodInfo]:
+    """A group's pods, those on this node first. kube-scheduler lists them in no set order (a map's) and
+    preempts the last victim after the others, holding the preemptor back until that one's deletion has
+    begun; here the preemptor is retried on the deletions seen meanwhile, so the last one is best not on
+    the node it waits for (it would find that pod there still terminating)."""
+    if len(pods) < 2:
+        return pods
+    return sorted(pods, key=lambda p: p.uid not in here)
