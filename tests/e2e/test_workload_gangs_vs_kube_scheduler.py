@@ -23,9 +23,17 @@ each cluster, in order:
 6. **A gang whose pods have another priority than its PodGroup** (the pods' PriorityClass, none for the
    PodGroup): every pod fails before scheduling with a ``SchedulerError``, and so does the PodGroup's
    condition.
+7. **A lone pod preempts among gangs** (three nodes of 2 CPUs of their own, pods of 1 CPU, priority 0 unless
+   said): node a holds ``whole-0`` of a PodGroup with ``disruptionMode: all`` and ``mid`` (priority 500),
+   node b ``whole-1`` and the lone ``lone``, node c the lone ``solo`` and ``member-0`` of a gang. A pod of
+   priority 1000 that fits on a or b makes room on b by evicting ``lone`` (the group counts both its pods
+   on a, and on b it is offered back before the lone pod); one that fits only on a evicts the group whole,
+   ``whole-1`` on b too; one that fits only on c evicts ``solo``, not the gang member.
 
 Every placement, event text, pod condition and PodGroup condition is compared word for word (UIDs, which
-each cluster gives its own objects, read ``<uid>``).
+each cluster gives its own objects, read ``<uid>``). At the end each scheduler's ``/metrics`` is read: the
+families of GenericWorkload and of preemption (``workload_metrics``) are compared by name, type, label
+names and series, and by value where the run decides it.
 """
 
 from __future__ import annotations
@@ -36,9 +44,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from operator_harness import condition, fresh_cluster, sized_nodes, wait_until
 from side_by_side import Scheduler, SideBySide
 from storage_capacity import in_zones
+from workload_metrics import scrape
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
 
@@ -59,6 +69,9 @@ NODES = {
     "preempt-small-5": ("preempt", "2", "8Gi"),
     "extra-big-6": ("extra", "3", "8Gi"),
     "extra-small-7": ("extra", "2", "8Gi"),
+    "among-a-8": ("among-a", "2", "8Gi"),
+    "among-b-9": ("among-b", "2", "8Gi"),
+    "among-c-10": ("among-c", "2", "8Gi"),
 }
 HIGH = {
     "apiVersion": "scheduling.k8s.io/v1",
@@ -66,12 +79,20 @@ HIGH = {
     "metadata": {"name": "high"},
     "value": 1000,
 }
+MID = {
+    "apiVersion": "scheduling.k8s.io/v1",
+    "kind": "PriorityClass",
+    "metadata": {"name": "mid"},
+    "value": 500,
+}
 TIMEOUT = 60.0
 #: how long a case that must show nothing keeps watching once the scheduler has shown it works
 QUIET = 5.0
 
+#: a pod of 1600m in a zone of two nodes whose room it cannot have
 UNFIT_MESSAGE = (
-    "0/8 nodes are available: 2 Insufficient cpu, 6 node(s) didn't match Pod's node affinity/selector."
+    f"0/{len(NODES)} nodes are available: 2 Insufficient cpu, {len(NODES) - 2} node(s) didn't match Pod's "
+    "node affinity/selector."
 )
 GANG_MESSAGE = (
     "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "
@@ -200,6 +221,8 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
     )
     out["mixed_events"] = {n: events(cp, n) for n in mixed}
 
+    out["among"] = preempt_among_gangs(cp)
+
     # 1, checked last: nothing said about the gang below minCount, a while after the rest was decided
     time.sleep(QUIET)
     below = ["below-0", "below-1"]
@@ -209,6 +232,7 @@ def run(cp: ClusterHarness, scheduler: Scheduler) -> dict[str, Any]:
         "events": {n: events(cp, n) for n in below},
         "group": group_conditions(cp, "below"),
     }
+    out["metrics"] = scrape(scheduler.metrics_url)
     return out
 
 
@@ -245,12 +269,57 @@ def preempt(cp: ClusterHarness) -> dict[str, Any]:
     }
 
 
+def preempt_among_gangs(cp: ClusterHarness) -> dict[str, Any]:
+    """7. A lone pod of priority 1000 preempts, three times, where gang members and lone pods of lower
+    priority hold the room: who is evicted, where the preemptor goes, and every pod's events."""
+    held = ["whole-0", "whole-1", "mid", "lone", "solo", "member-0"]
+
+    def bound(names: list[str]) -> dict[str, str] | None:
+        nodes = {n: pod(cp, n)["spec"].get("nodeName", "") for n in names}
+        return nodes if all(nodes.values()) else None
+
+    def left() -> list[str]:
+        return sorted(p["metadata"]["name"] for p in cp.get(PODS)["items"] if p["metadata"]["name"] in held)
+
+    gone = {"terminationGracePeriodSeconds": 0}
+    cp.post(POD_GROUPS, pod_group("whole", 2, disruptionMode={"all": {}}))
+    cp.post(PODS, member("whole-0", "whole", "1", "among-a", **gone))
+    cp.post(PODS, member("whole-1", "whole", "1", "among-b", **gone))
+    wait_until(lambda: bound(["whole-0", "whole-1"]), TIMEOUT, "the gang preempted whole bound")
+    for name, zone, spec in (
+        ("mid", "among-a", {"priorityClassName": "mid"}),
+        ("lone", "among-b", {}),
+        ("solo", "among-c", {}),
+    ):
+        cp.post(PODS, pod_manifest(name, NS, requests={"cpu": "1"}, affinity=in_zones(zone), **gone, **spec))
+    wait_until(lambda: bound(["mid", "lone", "solo"]), TIMEOUT, "the lone pods bound")
+    cp.post(POD_GROUPS, pod_group("single", 1))
+    cp.post(PODS, member("member-0", "single", "1", "among-c", **gone))
+    out: dict[str, Any] = {"held": wait_until(lambda: bound(held), TIMEOUT, "the gang member bound")}
+    for preemptor, zones in (
+        ("first", ("among-a", "among-b")),
+        ("second", ("among-a",)),
+        ("third", ("among-c",)),
+    ):
+        body = pod_manifest(
+            preemptor, NS, requests={"cpu": "1"}, affinity=in_zones(*zones), priorityClassName="high"
+        )
+        cp.post(PODS, body)
+        out[preemptor] = wait_until(lambda p=preemptor: bound([p]), TIMEOUT, f"{preemptor} bound")[preemptor]
+        out[f"left_after_{preemptor}"] = left()
+    out["events"] = {n: events(cp, n) for n in (*held, "first", "second", "third")}
+    return out
+
+
 def cluster(state_dir: Path) -> Any:
     return fresh_cluster(
         state_dir,
         sized_nodes(NODES),
         namespaces=[NS],
-        objects=[("/apis/scheduling.k8s.io/v1/priorityclasses", HIGH)],
+        objects=[
+            ("/apis/scheduling.k8s.io/v1/priorityclasses", HIGH),
+            ("/apis/scheduling.k8s.io/v1/priorityclasses", MID),
+        ],
         controller_manager=False,
         apiserver_args=FLAGS,
     )
@@ -262,6 +331,7 @@ SIDE_BY_SIDE = SideBySide(
     run,
     kube_args=["--feature-gates=GenericWorkload=true"],
     kopf_args=("--default-scheduler-name", "default-scheduler", "--feature-gates", "GenericWorkload=true"),
+    kopf_ports=True,
 )
 
 
@@ -336,13 +406,7 @@ def test_a_higher_priority_gang_preempts_as_kube_scheduler_does(
             # preemption finds room for both, and the next cycle binds them where it found it
             "urgent-0": [
                 ("Normal", "Scheduled", f"Successfully assigned {NS}/urgent-0 to preempt-big-4", ""),
-                (
-                    "Warning",
-                    "FailedScheduling",
-                    "0/8 nodes are available: 2 Insufficient cpu, 6 node(s) didn't match Pod's node "
-                    "affinity/selector.",
-                    "",
-                ),
+                ("Warning", "FailedScheduling", UNFIT_MESSAGE, ""),
             ],
             "urgent-1": [
                 ("Normal", "Scheduled", f"Successfully assigned {NS}/urgent-1 to preempt-small-5", ""),
@@ -383,9 +447,7 @@ def test_a_gang_whose_pods_have_another_priority_fails_as_kube_scheduler_fails_i
 def test_a_gang_larger_than_its_min_count_is_bound_as_far_as_it_fits(
     kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
 ) -> None:
-    unfit = (
-        "0/8 nodes are available: 2 Insufficient cpu, 6 node(s) didn't match Pod's node affinity/selector."
-    )
+    unfit = UNFIT_MESSAGE
     assert kube_scheduler["extra_nodes"] == {
         "extra-0": "extra-big-6",
         "extra-1": "extra-small-7",
@@ -398,3 +460,86 @@ def test_a_gang_larger_than_its_min_count_is_bound_as_far_as_it_fits(
     assert kopf_scheduler["extra_left"] == kube_scheduler["extra_left"]
     assert kube_scheduler["extra_events"]["extra-2"] == [("Warning", "FailedScheduling", unfit, "")]
     assert kopf_scheduler["extra_events"] == kube_scheduler["extra_events"]
+
+
+def test_a_lone_pod_preempts_among_gangs_as_kube_scheduler_does(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    kube, ours = kube_scheduler["among"], kopf_scheduler["among"]
+    assert kube["held"] == {
+        "whole-0": "among-a-8",
+        "whole-1": "among-b-9",
+        "mid": "among-a-8",
+        "lone": "among-b-9",
+        "solo": "among-c-10",
+        "member-0": "among-c-10",
+    }
+    assert (kube["first"], kube["left_after_first"]) == (
+        "among-b-9",
+        ["member-0", "mid", "solo", "whole-0", "whole-1"],
+    )
+    assert (kube["second"], kube["left_after_second"]) == ("among-a-8", ["member-0", "mid", "solo"])
+    assert (kube["third"], kube["left_after_third"]) == ("among-c-10", ["member-0", "mid"])
+    preempted = ("Normal", "Preempted", "Preempted by pod <uid> on node among-a-8", "")
+    assert preempted in kube["events"]["whole-1"]  # evicted from b for room on a
+    assert {k: v for k, v in ours.items() if k != "events"} == {
+        k: v for k, v in kube.items() if k != "events"
+    }
+    assert ours["events"] == kube["events"]
+
+
+#: series whose value the run decides: each gang that is bound is scheduled in one attempt, and pod group
+#: preemption acts once, for urgent (two victims)
+DECIDED = (
+    "scheduler_podgroup_schedule_attempts_total{profile=default-scheduler,result=scheduled}",
+    "scheduler_podgroup_schedule_attempts_total{profile=default-scheduler,result=waiting_on_preemption}",
+    "scheduler_podgroup_scheduling_attempt_duration_seconds_count{profile=default-scheduler,result=scheduled}",
+    "scheduler_workload_preemption_attempts_total{result=Success}",
+    "scheduler_workload_preemption_victims_count{}",
+    "scheduler_workload_preemption_victims_sum{}",
+    "scheduler_preemption_evaluation_duration_seconds_count{preemptor=podgroup,result=Success}",
+    "scheduler_preemption_execution_duration_seconds_count{preemptor=podgroup,result=success}",
+)
+#: series the run must produce, whose value depends on when events arrive (an unschedulable gang tried
+#: again; a lone preemptor tried again while its victims are still known, which adds series of its own)
+PRODUCED = (
+    "scheduler_podgroup_schedule_attempts_total{profile=default-scheduler,result=unschedulable}",
+    "scheduler_workload_preemption_attempts_total{result=UnschedulableAndUnresolvable}",
+    "scheduler_preemption_evaluation_duration_seconds_count{preemptor=podgroup,result=UnschedulableAndUnresolvable}",
+    "scheduler_preemption_evaluation_duration_seconds_count{preemptor=pod,result=Success}",
+    "scheduler_preemption_execution_duration_seconds_count{preemptor=pod,result=success}",
+    "scheduler_preemption_goroutines_execution_total{result=success}",
+    "scheduler_preemption_attempts_total{}",
+)
+
+
+def test_the_workload_metrics_are_kube_schedulers(
+    kube_scheduler: dict[str, Any], kopf_scheduler: dict[str, Any]
+) -> None:
+    kube, ours = kube_scheduler["metrics"], kopf_scheduler["metrics"]
+    shown = f"kube-scheduler:\n{yaml.safe_dump(kube)}\nkopf-scheduler:\n{yaml.safe_dump(ours)}"
+    # the families the run fed (those with labels appear once fed), with their types and label names
+    assert {family: (entry["type"], entry["labels"]) for family, entry in ours.items()} == {
+        family: (entry["type"], entry["labels"]) for family, entry in kube.items()
+    }, shown
+    assert sorted(kube) == [
+        "scheduler_podgroup_schedule_attempts_total",
+        "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+        "scheduler_podgroup_scheduling_attempt_duration_seconds",
+        "scheduler_preemption_attempts_total",
+        "scheduler_preemption_evaluation_duration_seconds",
+        "scheduler_preemption_execution_duration_seconds",
+        "scheduler_preemption_goroutines_execution_total",
+        "scheduler_preemption_victims",
+        "scheduler_workload_preemption_attempts_total",
+        "scheduler_workload_preemption_victims",
+    ], shown
+    kube_series = {key: value for entry in kube.values() for key, value in entry["series"].items()}
+    our_series = {key: value for entry in ours.values() for key, value in entry["series"].items()}
+    decided = {key: kube_series.get(key) for key in DECIDED}
+    # fits, urgent, extra, whole and single bound; urgent first waiting on the preemption of low-0 and low-1
+    assert decided == dict(zip(DECIDED, (5.0, 1.0, 5.0, 1.0, 1.0, 2.0, 1.0, 1.0), strict=True)), shown
+    assert {key: our_series.get(key) for key in DECIDED} == decided, shown
+    assert all(key in kube_series and key in our_series for key in PRODUCED), shown
+    # no attempt of either ended in an error
+    assert not [key for key in (*kube_series, *our_series) if "result=error" in key.lower()], shown
