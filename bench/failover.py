@@ -53,6 +53,8 @@ LEASE_NAMESPACE = "kube-system"
 #: kube-scheduler's defaults (seconds), given to both schedulers explicitly
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 15.0, 10.0, 2.0
 KINDS = (schedulers.KUBE_SCHEDULER, schedulers.KOPF_SCHEDULER)
+#: seconds between reads of the Lease after the kill (its acquireTime, not this, times the takeover)
+LEASE_POLL = 0.25
 BENCH_DIR = Path(__file__).resolve().parent
 
 
@@ -168,7 +170,9 @@ def make_replica(kind: str, cluster: DevCluster, workdir: Path, name: str) -> Re
 
 
 class Starter(threading.Thread):
-    """Starts a replica off the event loop, noting when its process was started and when it was ready."""
+    """Starts a replica off the event loop, noting when its process was started and when it was ready;
+    the thread then lives until ``release()``, because the process gets SIGTERM when the thread that
+    started it ends (``PR_SET_PDEATHSIG`` follows the thread, not the process)."""
 
     def __init__(self, replica: Replica, timeout: float) -> None:
         super().__init__(name="starter", daemon=True)
@@ -177,6 +181,8 @@ class Starter(threading.Thread):
         self.started: float | None = None
         self.ready: float | None = None
         self.error: str | None = None
+        self.up = threading.Event()
+        self._release = threading.Event()
 
     def run(self) -> None:
         self.started = time.monotonic()
@@ -185,6 +191,11 @@ class Starter(threading.Thread):
             self.ready = time.monotonic()
         except Exception as e:
             self.error = f"{type(e).__name__}: {e}"
+        self.up.set()
+        self._release.wait()
+
+    def release(self) -> None:
+        self._release.set()
 
     def alive(self) -> bool:
         if self.error is not None:
@@ -193,27 +204,40 @@ class Starter(threading.Thread):
 
 
 class Killer(threading.Thread):
-    """SIGKILLs ``replica``'s process group once ``after`` pods of ``result`` are bound."""
+    """SIGKILLs ``replica``'s process group once ``after`` pods of ``result`` are bound, then reads the
+    Lease until another holder has it (``lease``: that record; read before the run ends, since a replica
+    that stops releases the Lease and overwrites its ``acquireTime``)."""
 
-    def __init__(self, result: Measurement, replica: Replica, after: int) -> None:
+    def __init__(self, result: Measurement, replica: Replica, after: int, api: ApiClient) -> None:
         super().__init__(name="killer", daemon=True)
         self.result = result
         self.replica = replica
         self.after = after
+        self.api = api
+        self.holder = str(read_lease(api, replica.lease_name).get("holderIdentity") or "")
         self.at: float | None = None
         self.at_wall: float | None = None
-        self._stop = threading.Event()
+        self.lease: dict[str, Any] = {}
+        self._halt = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.02):
+        while not self._halt.wait(0.02):
             if len(self.result.bound_at) >= self.after:
                 self.at, self.at_wall = time.monotonic(), time.time()
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.replica.pid, signal.SIGKILL)
+                break
+        while not self._halt.wait(LEASE_POLL):
+            try:
+                spec = read_lease(self.api, self.replica.lease_name)
+            except OSError:
+                continue
+            if spec.get("holderIdentity") and spec.get("holderIdentity") != self.holder:
+                self.lease = spec
                 return
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
 
 
@@ -266,12 +290,11 @@ def failover_fields(
     }
 
 
-def run_startup(api: ApiClient, replica: Replica, pending: int, timeout: float) -> dict[str, Any]:
+def run_startup(api: ApiClient, starter: Starter, pending: int, timeout: float) -> dict[str, Any]:
     """Phase 1: the pending pods exist; the replica starts while a pod watch runs."""
     load = PodLoad(api, MEASURED_NAMESPACE, [], [], target=pending)
-    starter = Starter(replica, timeout)
     result = asyncio.run(load.run(timeout=timeout, alive=starter.alive, on_start=starter.start))
-    starter.join(timeout=timeout)
+    starter.up.wait(timeout=timeout)
     if starter.error is not None:
         raise RuntimeError(f"start-up: {starter.error}")
     assert starter.started is not None
@@ -311,6 +334,7 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
     cluster = DevCluster(workdir / "cluster", crds_dir=default_crds_dir(), die_with_parent=True)
     leader = make_replica(kind, cluster, workdir, "a")
     standby = make_replica(kind, cluster, workdir, "b")
+    starter = Starter(leader, opts.timeout)
     record["scheduler_name"] = leader.scheduler_name
     try:
         started = time.monotonic()
@@ -324,7 +348,7 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
         asyncio.run(_post_all(api, f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods", bodies, 64))
         record["setup_seconds"] = round(time.monotonic() - started, 1)
 
-        record.update(run_startup(api, leader, opts.pending, opts.timeout))
+        record.update(run_startup(api, starter, opts.pending, opts.timeout))
         record["settle_seconds"] = round(wait_idle(leader.pid, leader.alive), 1)
         started = time.monotonic()
         standby.start()
@@ -333,12 +357,10 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
         record["leading_before"] = {"a": leader.leading(), "b": standby.leading()}
         if record["leading_before"]["a"] is False or record["leading_before"]["b"]:
             raise RuntimeError(f"replica a should lead, b stand by: {record['leading_before']}")
-        lease_before = read_lease(api, leader.lease_name)
-
         names = [f"failover-{i}" for i in range(count)]
         pod_bodies = [_encode(default_pod(n, MEASURED_NAMESPACE, leader.scheduler_name)) for n in names]
         load = PodLoad(api, MEASURED_NAMESPACE, names, pod_bodies, rate=opts.rate)
-        killer = Killer(load.result, leader, opts.kill_after)
+        killer = Killer(load.result, leader, opts.kill_after, api)
 
         def alive() -> bool:
             return standby.alive() and (killer.at is not None or leader.alive())
@@ -347,24 +369,21 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
             result = asyncio.run(load.run(timeout=opts.timeout, alive=alive, on_start=killer.start))
         finally:
             killer.stop()
-        lease_after = read_lease(api, leader.lease_name)
-        record["lease_before"] = lease_before
-        record["lease_after"] = lease_after
+        record["lease_holder_before"] = killer.holder
+        record["lease_taken"] = killer.lease
         record["bound"] = result.bound
         record["created"] = result.created
         if killer.at is None or killer.at_wall is None:
             raise RuntimeError(f"the leader was never killed: {result.bound} of {count} pods bound")
         acquired = None
-        if lease_after.get("acquireTime") and lease_after.get("holderIdentity") != lease_before.get(
-            "holderIdentity"
-        ):
-            acquired = killer.at + micro_time_epoch(lease_after["acquireTime"]) - killer.at_wall
+        if killer.lease.get("acquireTime"):
+            acquired = killer.at + micro_time_epoch(killer.lease["acquireTime"]) - killer.at_wall
         record.update(failover_fields(result.first_seen, result.bound_at, killer.at, acquired))
         record["leading_after"] = {"b": standby.leading()}
         if result.outcome != "complete":
             record["error"] = f"failover: {result.outcome}: {result.bound} of {count} pods bound"
         elif acquired is None:
-            record["error"] = f"the Lease was not taken over: before {lease_before}, after {lease_after}"
+            record["error"] = f"the Lease held by {killer.holder!r} was not taken over"
         elif result.create_errors:
             record["error"] = f"{len(result.create_errors)} pod creations failed: {result.create_errors[0]}"
         else:
@@ -381,6 +400,7 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
         try:
             for replica in (leader, standby):
                 replica.stop()
+            starter.release()
         finally:
             cluster.down()
             shutil.rmtree(workdir, ignore_errors=True)
