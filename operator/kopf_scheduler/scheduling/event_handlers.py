@@ -35,7 +35,7 @@ from kopf_scheduler.framework.objects import (
 )
 from kopf_scheduler.framework.pod_info import PodInfo, PodParseError
 from kopf_scheduler.framework.runtime.framework import Framework
-from kopf_scheduler.framework.slim import slim
+from kopf_scheduler.framework.slim import kept
 from kopf_scheduler.scheduling.schedule_one import REASON_SCHEDULER_ERROR
 
 log = logging.getLogger("kopf_scheduler")
@@ -94,7 +94,7 @@ class EventHandlers:
         if current is not None and current.node is not None and _same_version(current.node, node):
             return  # a re-list's copy of what is held (the watch's first list after ours): nothing changed
         try:
-            old, new = self.cache.update_node(slim(node))
+            old, new = self.cache.update_node(kept(node))
         except NodeParseError as e:
             name = (node.get("metadata") or {}).get("name")
             log.warning("ignoring node %s: %s", name, e)
@@ -115,7 +115,7 @@ class EventHandlers:
     # -- pods ------------------------------------------------------------------------------------------
     def _parse(self, raw: Mapping[str, Any]) -> PodInfo | None:
         try:
-            return PodInfo(slim(raw))
+            return PodInfo(kept(raw))
         except PodParseError as e:
             ref = PodInfo.reference(raw)
             scheduler = (raw.get("spec") or {}).get("schedulerName") if isinstance(raw, Mapping) else None
@@ -149,7 +149,7 @@ class EventHandlers:
                     if _same_version(known.raw, raw):
                         return  # a re-list's copy of a bound pod held as it is: nothing to parse or recount
                 elif parsed is None:
-                    parsed = known.confirmed(slim(raw))  # our binding confirmed: read once already
+                    parsed = known.confirmed(kept(raw))  # our binding confirmed: read once already
         pod = parsed if parsed is not None else self._parse(raw)
         if pod is None:
             return
