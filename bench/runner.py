@@ -332,7 +332,8 @@ def run_one(workload: Workload, kind: str, opts: RunOptions) -> dict[str, Any]:
         if opts.profile and kind == schedulers.KOPF_SCHEDULER and opts.profile_format == "cpu":
             cpu_profiler = CpuProfiler(_profile_path(workload, opts, latency_mode, "cpu.txt"))
             sched.wrap_env = cpu_profiler.env
-        sched.start()
+        # every listed object is synced before the scheduler is ready: 150,000 pods take minutes
+        sched.start(timeout=max(180.0, (shape.nodes + shape.init_pods) / 250))
         record["startup_seconds"] = round(time.monotonic() - started, 2)
         record["settle_seconds"] = round(wait_idle(sched.pid, sched.alive), 1)
         # after the scheduler settled: a churn would keep it from ever being idle

@@ -105,7 +105,7 @@ class KubeScheduler(Scheduler):
         return self.cluster.log_file(SCHEDULER)
 
     def start(self, timeout: float = 180.0) -> None:
-        self.cluster.start_kube_scheduler()  # waits for /readyz (informers synced)
+        self.cluster.start_kube_scheduler(timeout=timeout)  # waits for /readyz (informers synced)
         self.component = self.cluster.components[SCHEDULER]
 
     def metrics(self) -> str:

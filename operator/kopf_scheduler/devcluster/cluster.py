@@ -448,9 +448,13 @@ class DevCluster:
         self.timings["crds"] = time.monotonic() - started
 
     def start_kube_scheduler(
-        self, extra_args: list[str] | None = None, config: Mapping[str, Any] | None = None
+        self,
+        extra_args: list[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        timeout: float = 60.0,
     ) -> None:
-        """Start the upstream kube-scheduler (profile ``default-scheduler``) and wait for its /readyz.
+        """Start the upstream kube-scheduler (profile ``default-scheduler``) and wait up to ``timeout``
+        seconds for its /readyz (its informers synced: longer on a large cluster).
         ``config``: top-level fields laid over its KubeSchedulerConfiguration (``extenders``, ...)."""
         if not self.running():
             raise UsageError(f"no running dev cluster in {self.state_dir}; run `up` first")
@@ -473,7 +477,7 @@ class DevCluster:
         url = f"https://127.0.0.1:{port}"
         self._start(SCHEDULER, argv, url)
         try:
-            self._wait_ready(SCHEDULER, f"{url}/readyz", verify=False, timeout=60.0)
+            self._wait_ready(SCHEDULER, f"{url}/readyz", verify=False, timeout=timeout)
         except BaseException:
             self.stop_kube_scheduler()
             raise
