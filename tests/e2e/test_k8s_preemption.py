@@ -57,7 +57,8 @@ async def test_evict_marks_deletes_and_reports(control_plane: ClusterHarness, sc
     )["items"]
     assert (event["type"], event["action"]) == ("Normal", "Preempting")
     assert event["note"] == f"Preempted by pod {preemptor.uid} on node node-1"
-    assert event["regarding"]["uid"] == victim.uid and event["related"]["uid"] == preemptor.uid
+    # no related object: kube-scheduler v1.37.2 leaves it out for a preempting pod (not for a PodGroup)
+    assert event["regarding"]["uid"] == victim.uid and "related" not in event
     assert event["reportingController"] == "kopf-scheduler"  # the preemptor's profile
 
 

@@ -65,8 +65,8 @@ class ClusterClient(Protocol):
     def record_preempted_in_memory(
         self, victim: PodInfo, preemptor: PodInfo, node_name: str, *, group: PreemptorGroup | None = None
     ) -> None:
-        """The ``Normal Preempted`` event (action ``Preempting``, the preemptor as the related object) for
-        a victim stopped inside the scheduler instead of deleted (waiting at Permit, or in PreBind):
+        """The ``Normal Preempted`` event (action ``Preempting``, no related object) for a victim stopped
+        inside the scheduler instead of deleted (waiting at Permit, or in PreBind):
         ``Preempted by pod <preemptor UID> on node <node_name> (in kube-scheduler memory).``; with
         ``group``, ``podgroup <its UID>`` and the PodGroup as the related object."""
 
@@ -82,8 +82,8 @@ class ClusterClient(Protocol):
            is already there.
         2. DELETEs the pod (default grace period, no preconditions).
         3. Records the event ``type: Normal, reason: Preempted, action: Preempting`` on the victim, with
-           the preemptor as the related object and the note ``Preempted by pod <preemptor UID> on node
-           <node_name>``.
+           the note ``Preempted by pod <preemptor UID> on node <node_name>`` and no related object
+           (kube-scheduler v1.37.2 cannot make a reference of its wrapper of the preempting pod).
 
         With ``group`` (pod group preemption) the condition says ``a higher priority podgroup``, and the
         event ``Preempted by podgroup <its UID> on node <node_name>`` with the PodGroup as the related object.

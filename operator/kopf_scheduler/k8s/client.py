@@ -184,7 +184,10 @@ class KubeClient:
     def _record_preempted(
         self, victim: PodInfo, preemptor: PodInfo, note: str, group: PreemptorGroup | None = None
     ) -> None:
-        related = pod_ref(preemptor) if group is None else _pod_group_ref(group)
+        # kube-scheduler v1.37.2 names a preempting PodGroup as the related object, but not a preempting
+        # pod: its recorder cannot make a reference of the pod's wrapper (podExecutorPreemptor, a type its
+        # scheme does not know) and leaves ``related`` out
+        related = None if group is None else _pod_group_ref(group)
         self.events.record(
             Occurrence(
                 pod_ref(victim), NORMAL, REASON_PREEMPTED, ACTION_PREEMPTING, note,
