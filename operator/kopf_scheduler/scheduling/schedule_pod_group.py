@@ -36,6 +36,7 @@ from kopf_scheduler.framework.cycle_state import CycleState
 from kopf_scheduler.framework.diagnosis import FitError
 from kopf_scheduler.framework.interface import PodGroupPostFilterResult, ProposedAssignment
 from kopf_scheduler.framework.objects.pod_group_conditions import (
+    TRUE,
     PodGroupCondition,
     scheduled,
     scheduler_error,
@@ -213,7 +214,7 @@ class PodGroupCycle:
             handle_failure(ctx, fwk, qp, status, CLEAR, self.started)
         coroutines: list[Awaitable[Any]] = []
         if group is not None:
-            coroutines.append(self._write_condition(group, scheduler_error(status.message())))
+            coroutines.extend(self._write_condition(group, scheduler_error(status.message())))
         ctx.queue.add_attempted_pod_group_if_needed(self.entity, status)
         return coroutines
 
@@ -477,7 +478,7 @@ class PodGroupCycle:
         else:
             assert group_status is not None
             condition = scheduler_error(group_status.message())
-        coroutines.append(self._write_condition(group, condition))
+        coroutines.extend(self._write_condition(group, condition))
         ctx.queue.add_attempted_pod_group_if_needed(self.entity, root_status)
         return coroutines
 
@@ -510,8 +511,20 @@ class PodGroupCycle:
             return None
         return binding_cycle(ctx, fwk, state, qp, assumed, host, pod_result.started)
 
-    async def _write_condition(self, group: WorkloadPodGroup, condition: PodGroupCondition) -> None:
-        """``updatePodGroupCondition``; a failed write is logged, as upstream logs it."""
+    def _write_condition(self, group: WorkloadPodGroup, condition: PodGroupCondition) -> list[Awaitable[Any]]:
+        """``updatePodGroupCondition``, as the coroutine to start (none when nothing is to be written). A
+        condition this scheduler set ``True`` is never turned back by a later cycle for extra pods, even
+        before a watch event shows the ``True`` in the cached PodGroup: the cycle remembers it at once."""
+        state = self.ctx.cache.pod_groups.state(group.namespace, group.name)
+        if condition.status == TRUE:
+            if state is not None:
+                state.scheduled_uid = group.uid
+        elif state is not None and state.scheduled_uid == group.uid:
+            return []
+        return [self._send_condition(group, condition)]
+
+    async def _send_condition(self, group: WorkloadPodGroup, condition: PodGroupCondition) -> None:
+        """A failed write is logged, as upstream logs it."""
         try:
             await set_condition(self.ctx.client, group, condition, time.time())
         except APIError as e:

@@ -251,3 +251,17 @@ async def test_a_pod_the_cycle_did_not_try_keeps_its_nomination() -> None:
     assert failures["huge-0"][0] == "0/2 nodes are available: 2 Insufficient cpu."
     assert failures["huge-1"][0] == "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
     assert [node for key, node in api.nominated if key == f"{NS}/huge-1"] == []
+
+
+async def test_a_scheduled_gangs_extra_pod_that_fits_nowhere_leaves_the_condition_true() -> None:
+    # the cached PodGroup never shows the True written (no watch here): the cycle remembers it
+    scheduler, api = _scheduler()
+    _pod_group(scheduler, "extra", min_count=2)
+    for i in range(2):
+        scheduler.add_pod(_member(f"extra-{i}", "extra", "1500m"))
+    await _run(scheduler)
+    assert sorted(_bound(api)) == ["extra-0", "extra-1"]
+    scheduler.add_pod(_member("extra-2", "extra", "1500m"))
+    await _run(scheduler)
+    assert _failures(api)["extra-2"] == ["0/2 nodes are available: 2 Insufficient cpu."]
+    assert [(c["status"], c["reason"]) for c in _conditions(api, "extra")] == [("True", "Scheduled")]

@@ -27,6 +27,9 @@ class PodGroupStateData:
     assumed: dict[str, PodInfo] = field(default_factory=dict)
     assigned: dict[str, None] = field(default_factory=dict)
     pod_group: WorkloadPodGroup | None = None
+    #: the UID of the PodGroup whose ``PodGroupInitiallyScheduled`` condition a cycle set ``True`` (before
+    #: the watch shows it); "" when none did
+    scheduled_uid: str = ""
 
     def add_pod(self, pod: PodInfo) -> None:
         self.all_pods[pod.uid] = pod
