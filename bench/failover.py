@@ -351,7 +351,7 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
         record.update(run_startup(api, starter, opts.pending, opts.timeout))
         record["settle_seconds"] = round(wait_idle(leader.pid, leader.alive), 1)
         started = time.monotonic()
-        standby.start()
+        standby.start(opts.timeout)
         record["standby_ready_seconds"] = round(time.monotonic() - started, 2)
         wait_idle(standby.pid, standby.alive)
         record["leading_before"] = {"a": leader.leading(), "b": standby.leading()}
