@@ -274,6 +274,8 @@ def failover_fields(
     takeover = next((t for t in after_kill if acquired is not None and t >= acquired), None)
     latency = {n: bound_at[n] - first_seen[n] for n in bound_at if n in first_seen}
     before = [v for n, v in latency.items() if first_seen[n] < kill]
+    by_leader = [v for n, v in latency.items() if bound_at[n] <= kill]
+    unbound = sum(1 for n, t in first_seen.items() if t < kill and bound_at.get(n, kill + 1) > kill)
     gap = [v for n, v in latency.items() if takeover is not None and kill <= first_seen[n] < takeover]
     later = [v for n, v in latency.items() if takeover is not None and first_seen[n] >= takeover]
     backlog = [bound_at[n] for n in bound_at if n in first_seen and takeover and first_seen[n] < takeover]
@@ -282,7 +284,11 @@ def failover_fields(
         "failover_seconds": _r(takeover - kill if takeover is not None else None),
         "bound_in_flight_after_kill": sum(1 for t in after_kill if acquired is None or t < acquired),
         "pods_created_in_gap": len(gap),
+        # created before the kill, whoever bound them (the standby, for those the kill left unbound)
         "latency_before_kill_p99_s": _r(summarize(before).get("p99")),
+        # the leader's own: bound by the kill; and how many created pods it had not bound then
+        "leader_latency_p99_s": _r(summarize(by_leader).get("p99")),
+        "unbound_at_kill": unbound,
         "latency_gap_max_s": _r(summarize(gap).get("max")),
         "latency_after_takeover_p99_s": _r(summarize(later).get("p99")),
         "latency_max_s": _r(max(latency.values(), default=None)),

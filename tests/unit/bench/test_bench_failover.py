@@ -39,6 +39,8 @@ def test_failover_is_the_first_binding_after_the_standby_took_the_lease() -> Non
     assert fields["pods_created_in_gap"] == 2  # p2, p3: created after the kill, before the takeover
     assert fields["latency_gap_max_s"] == pytest.approx(10.4)  # p2
     assert fields["latency_before_kill_p99_s"] == pytest.approx(0.2)  # p0, p1: 0.2 and 0.15
+    assert fields["leader_latency_p99_s"] == pytest.approx(0.2)  # p0: p1 was seen bound after the kill
+    assert fields["unbound_at_kill"] == 1  # p1
     assert fields["latency_after_takeover_p99_s"] == pytest.approx(0.1)
     assert fields["latency_max_s"] == pytest.approx(10.4)
     assert fields["backlog_cleared_seconds"] == pytest.approx(15.6)  # p3, the last created before it
