@@ -5,7 +5,8 @@ The request is built as bytes and the 201 answer is not decoded (the answer is a
 bindings are in flight; the rest wait on a semaphore, not on the connection pool, so events and status
 patches always find a free connection.
 
-One ``bind`` is one binding cycle's worth of attempts, within ``deadline`` seconds in all:
+One ``bind`` is one binding cycle's worth of attempts, within ``deadline`` seconds in all from the moment
+its turn comes (the wait for one of the ``concurrency`` places is not counted):
 
 - 429, and a 5xx that carries ``Retry-After``, are sent again after the seconds the server asked for, as
   client-go does for every request (capped at ``MAX_RETRY_AFTER``);
@@ -79,9 +80,11 @@ class Binder:
         path = resource_path("v1", "pods", pod.name, namespace=pod.namespace, subresource="binding")
         body = binding_body(pod, node_name)
         binds = self.rest.stats.binds
-        give_up = time.monotonic() + self.deadline
         backoff = FIRST_BACKOFF
         async with self._semaphore:
+            # the deadline counts from the first send: a binding waiting its turn behind slow ones has
+            # not failed (kube-scheduler's bindings wait in its client without a deadline at all)
+            give_up = time.monotonic() + self.deadline
             while True:
                 response = await self._post(path, body, give_up)
                 if response.ok:

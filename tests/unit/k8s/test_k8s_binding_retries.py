@@ -5,6 +5,7 @@ within the binder's deadline. Time is a fake clock: the waits are asserted, neve
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -163,3 +164,35 @@ async def test_attempts_end_within_the_deadline(clock: Clock) -> None:
     assert sent(rest).count("POST") == 10
     assert clock.waits == [0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0, 5.0]
     assert clock.now - started < 30.0
+
+
+class HeldFirst(FakeAPI):
+    """Holds the first request until ``release`` is set; records each request's timeout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+        self.timeouts: list[float] = []
+
+    async def request(self, method: str, path: str, body: Any = None, **kwargs: Any) -> Response:
+        self.timeouts.append(kwargs["timeout"])
+        if len(self.timeouts) == 1:
+            self.held.set()
+            await self.release.wait()
+        return Response(201, b"{}")
+
+
+async def test_a_binding_waiting_its_turn_past_the_deadline_is_still_sent_with_its_whole_timeout(
+    clock: Clock,
+) -> None:
+    rest = HeldFirst()
+    binder = Binder(rest, concurrency=1, deadline=30.0)  # type: ignore[arg-type]
+    first = asyncio.create_task(binder.bind(POD, "n1"))
+    second = asyncio.create_task(binder.bind(POD, "n2"))
+    await rest.held.wait()  # (asyncio.sleep is the fake clock's here)
+    clock.now += 45.0  # the first binding's server is slow: the second waits longer than a deadline
+    rest.release.set()
+    await asyncio.gather(first, second)
+    assert rest.timeouts == [10.0, 10.0]
+    assert rest.stats.binds["ok"] == 2
