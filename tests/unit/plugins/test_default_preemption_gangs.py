@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _preemption_kit import NOW, Harness, node
+from workload_gangs import pod_group_object
 
 from kopf_scheduler.framework.objects import WORKLOAD_POD_GROUPS
 from kopf_scheduler.framework.pod_info import PodInfo
@@ -27,16 +28,7 @@ OFF = {"GenericWorkload": False}
 
 
 def pod_group(name: str, priority: int = 0, whole: bool = False) -> tuple[Any, dict[str, Any]]:
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": 1}}, "priority": priority}
-    if whole:
-        spec["disruptionMode"] = {"all": {}}
-    raw = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "1"},
-        "spec": spec,
-    }
-    return WORKLOAD_POD_GROUPS, raw
+    return WORKLOAD_POD_GROUPS, pod_group_object(name, NS, 1, priority, whole)
 
 
 def bound(

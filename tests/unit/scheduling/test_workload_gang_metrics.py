@@ -10,10 +10,10 @@ The real scheduler, queue, cache and default profile on a virtual clock; the API
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fake_api import FakeAPI
+from workload_gangs import pod_group_object, run_active
 
 from kopf_scheduler.api.feature_gates import BINARY_VERSION, FeatureGates
 from kopf_scheduler.api.profile import ProfileSpec
@@ -113,16 +113,7 @@ def _scheduler(**gates: bool) -> tuple[Scheduler, FakeAPI, SchedulerMetrics]:
 
 
 def _pod_group(scheduler: Scheduler, name: str, min_count: int, priority: int, whole: bool = False) -> None:
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}, "priority": priority}
-    if whole:
-        spec["disruptionMode"] = {"all": {}}
-    raw = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "1"},
-        "spec": spec,
-    }
-    scheduler.update_object(WORKLOAD_POD_GROUPS, raw)
+    scheduler.update_object(WORKLOAD_POD_GROUPS, pod_group_object(name, NS, min_count, priority, whole))
 
 
 def _member(name: str, group: str, cpu: str, priority: int, node: str = "") -> dict[str, Any]:
@@ -130,20 +121,6 @@ def _member(name: str, group: str, cpu: str, priority: int, node: str = "") -> d
     if node:
         pod = pod.node(node)
     return pod.set("spec.schedulingGroup", {"podGroupName": group}).obj()
-
-
-async def _run(scheduler: Scheduler, rounds: int = 20) -> None:
-    """Schedules what activeQ holds and lets the coroutines the cycles leave run, until it is empty."""
-    for _ in range(rounds):
-        if scheduler.queue.counts()["active"]:
-            qp = scheduler.queue.pop_nowait()
-            assert qp is not None
-            scheduler.schedule_one(qp)
-            continue
-        for _ in range(20):
-            await asyncio.sleep(0)
-        if not scheduler.queue.counts()["active"]:
-            return
 
 
 def _value(metrics: SchedulerMetrics, name: str, **labels: str) -> float | None:
@@ -160,33 +137,41 @@ def _families(metrics: SchedulerMetrics) -> dict[str, tuple[str, str, list[str],
     return families
 
 
+def _low_gang_bound(scheduler: Scheduler, whole: bool, disruptions_allowed: int | None = None) -> None:
+    """The gang ``low`` of priority 0, one pod of 1500m bound on each node; with ``disruptions_allowed``, a
+    PodDisruptionBudget ``keep-low`` over its pods allowing that many disruptions."""
+    _pod_group(scheduler, "low", min_count=2, priority=0, whole=whole)
+    for i, node in enumerate(("n1", "n2")):
+        scheduler.add_pod(_member(f"low-{i}", "low", "1500m", priority=0, node=node))
+    if disruptions_allowed is None:
+        return
+    scheduler.disruption_budgets.set(
+        DisruptionBudget.parse(
+            {
+                "metadata": {"namespace": NS, "name": "keep-low"},
+                "spec": {"selector": {"matchLabels": {"app": "low"}}},
+                "status": {"disruptionsAllowed": disruptions_allowed},
+            }
+        )
+    )
+
+
 async def _gang_preempts_a_lower_gang(scheduler: Scheduler) -> None:
     """The gang ``urgent`` of priority 100, two pods of 1500m: with ``low``'s pods bound on both nodes it
     fits only where they are."""
     _pod_group(scheduler, "urgent", min_count=2, priority=100)
     for i in range(2):
         scheduler.add_pod(_member(f"urgent-{i}", "urgent", "1500m", priority=100))
-    await _run(scheduler)
+    await run_active(scheduler)
 
 
 async def test_with_the_gate_on_every_family_is_upstreams() -> None:
     scheduler, _, metrics = _scheduler()
-    _pod_group(scheduler, "low", min_count=2, priority=0)
-    for i, node in enumerate(("n1", "n2")):
-        scheduler.add_pod(_member(f"low-{i}", "low", "1500m", priority=0, node=node))
-    scheduler.disruption_budgets.set(
-        DisruptionBudget.parse(
-            {
-                "metadata": {"namespace": NS, "name": "keep-low"},
-                "spec": {"selector": {"matchLabels": {"app": "low"}}},
-                "status": {"disruptionsAllowed": 0},
-            }
-        )
-    )
+    _low_gang_bound(scheduler, whole=False, disruptions_allowed=0)
     await _gang_preempts_a_lower_gang(scheduler)
     # a single pod's preemption: urgent's pods hold both nodes' room (nominated), so "solo" preempts
     scheduler.add_pod(make_pod().name("solo").namespace(NS).uid("solo").req(cpu="100m").priority(200).obj())
-    await _run(scheduler)
+    await run_active(scheduler)
     families = _families(metrics)
     for name, (kind, help_text, labels, buckets) in GENERIC_WORKLOAD.items():
         bounds: list[float] = []
@@ -225,7 +210,7 @@ async def test_a_gang_that_fits_counts_one_scheduled_attempt() -> None:
     _pod_group(scheduler, "fits", min_count=3, priority=0)
     for i in range(3):
         scheduler.add_pod(_member(f"fits-{i}", "fits", "500m", priority=0))
-    await _run(scheduler)
+    await run_active(scheduler)
     labels = {"profile": "default-scheduler", "result": "scheduled"}
     assert _value(metrics, "scheduler_podgroup_schedule_attempts_total", **labels) == 1
     assert _value(metrics, "scheduler_podgroup_scheduling_attempt_duration_seconds_count", **labels) == 1
@@ -240,7 +225,7 @@ async def test_a_gang_with_no_victims_is_unschedulable_after_one_preemption_atte
     _pod_group(scheduler, "big", min_count=3, priority=0)
     for i in range(3):
         scheduler.add_pod(_member(f"big-{i}", "big", "1500m", priority=0))
-    await _run(scheduler)
+    await run_active(scheduler)
     labels = {"profile": "default-scheduler", "result": "unschedulable"}
     assert _value(metrics, "scheduler_podgroup_schedule_attempts_total", **labels) == 1
     unresolvable = "UnschedulableAndUnresolvable"
@@ -253,18 +238,7 @@ async def test_a_gang_with_no_victims_is_unschedulable_after_one_preemption_atte
 
 async def test_a_gang_preempting_a_lower_gang_records_the_candidate_and_its_execution() -> None:
     scheduler, api, metrics = _scheduler()
-    _pod_group(scheduler, "low", min_count=2, priority=0)
-    for i, node in enumerate(("n1", "n2")):
-        scheduler.add_pod(_member(f"low-{i}", "low", "1500m", priority=0, node=node))
-    scheduler.disruption_budgets.set(
-        DisruptionBudget.parse(
-            {
-                "metadata": {"namespace": NS, "name": "keep-low"},
-                "spec": {"selector": {"matchLabels": {"app": "low"}}},
-                "status": {"disruptionsAllowed": 1},
-            }
-        )
-    )
+    _low_gang_bound(scheduler, whole=False, disruptions_allowed=1)
     await _gang_preempts_a_lower_gang(scheduler)
     assert sorted(api.evicted) == ["ml/low-0", "ml/low-1"]
     attempt = {"profile": "default-scheduler", "result": "waiting_on_preemption"}
@@ -287,9 +261,7 @@ async def test_a_gang_preempting_a_lower_gang_records_the_candidate_and_its_exec
 
 async def test_a_group_preempted_whole_is_one_disruption() -> None:
     scheduler, _, metrics = _scheduler()
-    _pod_group(scheduler, "low", min_count=2, priority=0, whole=True)
-    for i, node in enumerate(("n1", "n2")):
-        scheduler.add_pod(_member(f"low-{i}", "low", "1500m", priority=0, node=node))
+    _low_gang_bound(scheduler, whole=True)
     await _gang_preempts_a_lower_gang(scheduler)
     assert _value(metrics, "scheduler_workload_preemption_victims_sum") == 2
     assert _value(metrics, "scheduler_preemption_workload_disruptions_count", preemptor="podgroup") == 1
@@ -302,7 +274,7 @@ async def test_a_single_pods_preemption_is_timed_as_a_pods() -> None:
     scheduler.add_pod(make_pod().name("low").namespace(NS).uid("low").req(cpu="1500m").node("n1").obj())
     scheduler.add_pod(make_pod().name("low2").namespace(NS).uid("low2").req(cpu="1500m").node("n2").obj())
     scheduler.add_pod(make_pod().name("high").namespace(NS).uid("high").req(cpu="1500m").priority(100).obj())
-    await _run(scheduler)
+    await run_active(scheduler)
     assert len(api.evicted) == 1
     evaluation = {"preemptor": "pod", "result": "Success"}
     assert _value(metrics, "scheduler_preemption_evaluation_duration_seconds_count", **evaluation) == 1

@@ -5,10 +5,10 @@ scheduled one by one, as today."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fake_api import FakeAPI
+from workload_gangs import pod_group_object, run_active
 
 from kopf_scheduler.api.feature_gates import BINARY_VERSION, FeatureGates
 from kopf_scheduler.api.profile import ProfileSpec
@@ -37,36 +37,12 @@ def _scheduler(generic_workload: bool = True) -> tuple[Scheduler, FakeAPI]:
 
 
 def _pod_group(scheduler: Scheduler, name: str, min_count: int = 3, priority: int | None = None) -> None:
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
-    if priority is not None:
-        spec["priority"] = priority
-    raw = {
-        "apiVersion": "scheduling.k8s.io/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": "1"},
-        "spec": spec,
-    }
-    scheduler.update_object(WORKLOAD_POD_GROUPS, raw)
+    scheduler.update_object(WORKLOAD_POD_GROUPS, pod_group_object(name, NS, min_count, priority))
 
 
 def _member(name: str, group: str, cpu: str, priority: int = 0) -> dict[str, Any]:
     pod = make_pod().name(name).namespace(NS).uid(name).req(cpu=cpu).priority(priority)
     return pod.set("spec.schedulingGroup", {"podGroupName": group}).obj()
-
-
-async def _run(scheduler: Scheduler, rounds: int = 20) -> None:
-    """Schedules what activeQ holds (not what waits out its backoff) and lets the coroutines the cycles
-    leave (bindings, condition writes, evictions) run, until activeQ is empty."""
-    for _ in range(rounds):
-        if scheduler.queue.counts()["active"]:
-            qp = scheduler.queue.pop_nowait()
-            assert qp is not None
-            scheduler.schedule_one(qp)
-            continue
-        for _ in range(20):
-            await asyncio.sleep(0)
-        if not scheduler.queue.counts()["active"]:
-            return
 
 
 def _bound(api: FakeAPI) -> dict[str, str]:
@@ -90,7 +66,7 @@ async def test_a_gang_that_fits_is_bound_whole_and_its_pod_group_scheduled() -> 
     _pod_group(scheduler, "fits")
     for i in range(3):
         scheduler.add_pod(_member(f"fits-{i}", "fits", "500m"))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert sorted(_bound(api)) == ["fits-0", "fits-1", "fits-2"]
     assert _failures(api) == {}
     [condition] = _conditions(api, "fits")
@@ -107,7 +83,7 @@ async def test_a_gang_that_cannot_fit_binds_nothing_and_says_why() -> None:
     _pod_group(scheduler, "big")
     for i in range(3):
         scheduler.add_pod(_member(f"big-{i}", "big", "1500m"))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert _bound(api) == {}
     failures = _failures(api)
     assert failures["big-2"][0] == "0/2 nodes are available: 2 Insufficient cpu."
@@ -131,7 +107,7 @@ async def test_members_below_min_count_are_held_without_event() -> None:
     assert scheduler.queue.location("early-0") == INCOMPLETE
     _pod_group(scheduler, "late")
     scheduler.add_pod(_member("early-1", "late", "100m"))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert _bound(api) == {} and _failures(api) == {} and _conditions(api, "late") == []
     assert scheduler.queue.location("early-0") == "gated"
 
@@ -144,7 +120,7 @@ async def test_a_higher_priority_gang_preempts_lower_priority_pods() -> None:
     _pod_group(scheduler, "urgent", min_count=2, priority=100)
     for i in range(2):
         scheduler.add_pod(_member(f"urgent-{i}", "urgent", "1500m", priority=100))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert sorted(api.evicted) == ["ml/low-n1", "ml/low-n2"]
     failures = _failures(api)
     preempting = "pod group preemption: found a placement for podgroup, preempting 2 victims"
@@ -161,7 +137,7 @@ async def test_with_the_gate_off_members_are_pods_like_any_other() -> None:
     scheduler, api = _scheduler(generic_workload=False)
     _pod_group(scheduler, "ignored")
     scheduler.add_pod(_member("alone", "ignored", "500m"))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert _bound(api) == {"alone": "n1"} or _bound(api) == {"alone": "n2"}
     assert scheduler.cache.pod_groups.state(NS, "ignored") is None
 
@@ -188,7 +164,7 @@ async def test_a_gang_nominated_where_preemption_is_under_way_waits_for_it() -> 
     first["status"] = {"nominatedNodeName": "n1"}
     scheduler.add_pod(first)
     scheduler.add_pod(_member("urgent-1", "urgent", "1500m", priority=100))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert api.evicted == []
     ongoing = "pod group preemption: ongoing preemption on nominated nodes"
     condition = _conditions(api, "urgent")[0]
@@ -205,7 +181,7 @@ async def test_a_gang_with_a_pod_that_never_preempts_preempts_nothing() -> None:
         member = _member(f"polite-{i}", "polite", "1500m", priority=100)
         member["spec"]["preemptionPolicy"] = "Never"
         scheduler.add_pod(member)
-    await _run(scheduler)
+    await run_active(scheduler)
     assert api.evicted == []
     condition = _conditions(api, "polite")[0]
     # DynamicResources' step comes first (before DefaultPreemption) and says what it did
@@ -221,7 +197,7 @@ async def test_a_gang_whose_pods_do_not_share_its_priority_is_a_scheduler_error(
     _pod_group(scheduler, "mixed", min_count=2)
     for i in range(2):
         scheduler.add_pod(_member(f"mixed-{i}", "mixed", "100m", priority=5))
-    await _run(scheduler)
+    await run_active(scheduler)
     message = (
         "all pods in a single pod group should have the same priority as the pod group's priority, "
         "got 5 and 0"
@@ -246,7 +222,7 @@ async def test_a_pod_the_cycle_did_not_try_keeps_its_nomination() -> None:
     nominated = _member("huge-1", "huge", "3")
     nominated["status"] = {"nominatedNodeName": "n2"}
     scheduler.add_pod(nominated)
-    await _run(scheduler)
+    await run_active(scheduler)
     failures = _failures(api)
     assert failures["huge-0"][0] == "0/2 nodes are available: 2 Insufficient cpu."
     assert failures["huge-1"][0] == "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
@@ -259,9 +235,9 @@ async def test_a_scheduled_gangs_extra_pod_that_fits_nowhere_leaves_the_conditio
     _pod_group(scheduler, "extra", min_count=2)
     for i in range(2):
         scheduler.add_pod(_member(f"extra-{i}", "extra", "1500m"))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert sorted(_bound(api)) == ["extra-0", "extra-1"]
     scheduler.add_pod(_member("extra-2", "extra", "1500m"))
-    await _run(scheduler)
+    await run_active(scheduler)
     assert _failures(api)["extra-2"] == ["0/2 nodes are available: 2 Insufficient cpu."]
     assert [(c["status"], c["reason"]) for c in _conditions(api, "extra")] == [("True", "Scheduled")]
