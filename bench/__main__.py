@@ -122,12 +122,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
     return runs
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    results_dir = Path(args.results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out_file = results_dir / f"{stamp}.json"
-    document: dict[str, Any] = {
+def new_document() -> dict[str, Any]:
+    """A results file's head: the commit, machine and versions measured, and no run yet."""
+    return {
         "commit": commit(),
         "machine": machine_info(),
         "versions": versions(),
@@ -135,6 +132,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         "argv": sys.argv[1:],
         "runs": [],
     }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    results_dir = Path(args.results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out_file = results_dir / f"{stamp}.json"
+    document = new_document()
     runs = plan(args)
     print(f"bench: {len(runs)} runs at size {args.size}; results in {out_file}", flush=True)
     failed = 0

@@ -26,7 +26,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -429,21 +428,14 @@ def summary(record: dict[str, Any]) -> str:
 
 def cmd_failover(args: argparse.Namespace) -> int:
     """Each scheduler in turn, the order rotating per repeat; one results file for them all."""
-    from bench.__main__ import commit, machine_info, versions
+    from bench.__main__ import new_document
 
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     args.stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     args.results_dir = results_dir
     out_file = results_dir / f"{args.stamp}.json"
-    document: dict[str, Any] = {
-        "commit": commit(),
-        "machine": machine_info(),
-        "versions": versions(),
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        "argv": sys.argv[1:],
-        "runs": [],
-    }
+    document = new_document()
     order = list(args.scheduler or KINDS)
     runs = [kind for i in range(args.repeat) for kind in order[i % len(order) :] + order[: i % len(order)]]
     print(f"bench failover: {len(runs)} runs at size {args.size}; results in {out_file}", flush=True)
