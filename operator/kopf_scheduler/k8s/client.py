@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import os
 import socket
 import time
@@ -373,29 +374,47 @@ class KubeClient:
         holds the whole collection as the API server sent it (50,000 pods with their managed fields).
         ``accept``: the representation asked for (``PARTIAL_METADATA``: metadata only); ``pause``: seconds
         to wait between pages, so that a background listing spreads its cost (on the event loop and on the
-        API server) instead of taking it all at once."""
+        API server) instead of taking it all at once.
+
+        Without ``pause``, the next page is asked for as soon as a page arrives, before the caller takes
+        it: the API server encodes page k+1 while the caller works through page k (two processes, not one
+        after the other). At most one request is ahead; a caller that stops early cancels it."""
         self._loop = asyncio.get_running_loop()
         params: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
             params["labelSelector"] = label_selector
         if field_selector:
             params["fieldSelector"] = field_selector
-        while True:
-            if "continue" in params and pause > 0:
-                await asyncio.sleep(pause)
-            data = await self.rest.get_json(path, params, accept=accept)
-            api_version = str(data.get("apiVersion") or "")
-            kind = str(data.get("kind") or "").removesuffix("List")
-            items: builtins.list[dict[str, Any]] = data.get("items") or []
-            for item in items:
-                item.setdefault("apiVersion", api_version)
-                item.setdefault("kind", kind)
-            token = (data.get("metadata") or {}).get("continue")
-            del data
-            yield items
-            if not token:
-                return
-            params["continue"] = token
+        ahead: asyncio.Task[Any] | None = None
+        try:
+            while True:
+                if ahead is not None:
+                    data, ahead = await ahead, None
+                else:
+                    data = await self.rest.get_json(path, params, accept=accept)
+                api_version = str(data.get("apiVersion") or "")
+                kind = str(data.get("kind") or "").removesuffix("List")
+                items: builtins.list[dict[str, Any]] = data.get("items") or []
+                for item in items:
+                    item.setdefault("apiVersion", api_version)
+                    item.setdefault("kind", kind)
+                token = (data.get("metadata") or {}).get("continue")
+                del data
+                if token:
+                    params = {**params, "continue": token}
+                    if pause > 0:
+                        yield items
+                        await asyncio.sleep(pause)
+                        continue
+                    ahead = asyncio.ensure_future(self.rest.get_json(path, params, accept=accept))
+                yield items
+                if not token:
+                    return
+        finally:
+            if ahead is not None and not ahead.done():
+                ahead.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await ahead
 
     async def list_metadata(
         self, path: str, *, page_size: int = 500, pause: float = 0.0

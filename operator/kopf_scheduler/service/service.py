@@ -49,6 +49,8 @@ from kopf_scheduler.service.supervision import Supervisor
 
 log = logging.getLogger("kopf_scheduler")
 
+#: objects of the initial lists taken in between two turns of the event loop
+LIST_TURN = 100
 #: the resync's listing: objects per page and seconds between pages (a page decodes in about a
 #: millisecond; 6,000 pods and 5,000 nodes take 2-3 s, spread so that pods arriving meanwhile go through)
 RESYNC_PAGE = 100
@@ -222,15 +224,21 @@ class SchedulerService:
             for obj in await self._list_kind(kind):
                 self.scheduler.update_object(kind, obj)
         # a page at a time: the scheduler keeps pods and nodes without their managed fields, so the
-        # lists as sent (most of their size) are never all held at once
+        # lists as sent (most of their size) are never all held at once. The next page is on its way
+        # meanwhile (``list_pages``); a turn of the event loop every ``LIST_TURN`` objects reads what has
+        # arrived of it, so the API server is not held up by a full socket while a page is taken in.
         nodes = pods = 0
         async for page in self.client.list_pages("/api/v1/nodes"):
-            for node in page:
-                self.scheduler.add_node(node)
+            for start in range(0, len(page), LIST_TURN):
+                for node in page[start : start + LIST_TURN]:
+                    self.scheduler.add_node(node)
+                await asyncio.sleep(0)
             nodes += len(page)
         async for page in self.client.list_pages("/api/v1/pods"):
-            for pod in page:
-                self.scheduler.add_pod(pod)
+            for start in range(0, len(page), LIST_TURN):
+                for pod in page[start : start + LIST_TURN]:
+                    self.scheduler.add_pod(pod)
+                await asyncio.sleep(0)
             pods += len(page)
         serving = self.profiles.serving()
         log.info("initial lists: %d nodes, %d pods, profiles serving %s", nodes, pods, serving)
