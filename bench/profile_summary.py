@@ -80,7 +80,8 @@ def bucket(frames: Stack) -> tuple[str, str]:
     if _has(frames, "k8s/event_recorder.py") or _has(frames, "k8s/event_series.py"):
         return "events (events.k8s.io)", "HTTP" if http else "recorder"
     if _has(frames, "process_resource_event"):
-        if _has(frames, "kopf_scheduler/service/service.py") or _has(frames, "kopf_scheduler/scheduling/scheduler.py"):
+        ours = ("kopf_scheduler/service/service.py", "kopf_scheduler/scheduling/scheduler.py")
+        if any(_has(frames, path) for path in ours):
             return "Kopf per-event processing", "our handler's body (service -> scheduler cache/queue)"
         if _has(frames, "diffbase.py") or _has(frames, "progress.py") or _has(frames, "deepcopy"):
             return "Kopf per-event processing", "_detect_causes: diff-base, progress storage, deepcopy"
