@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from kopf_scheduler.api.errors import UsageError
+from kopf_scheduler.service.gc_freeze import collector_paused
 
 
 def add_parser(sub: Any, name: str) -> None:
@@ -78,22 +76,6 @@ def add_parser(sub: Any, name: str) -> None:
         "--explain", action="store_true", help="show each node's filter verdict and scores per pod"
     )
     parser.set_defaults(func=run)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """For loading the input, which lives until the end: the cyclic collector is off meanwhile (its passes
-    over the objects being loaded would free nothing), and what was loaded is then frozen (``gc.freeze``),
-    so the passes during the simulation walk only what the simulation makes. Loaded objects are plain
-    dicts and lists, without cycles: they are still freed when dropped."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def run(args: argparse.Namespace) -> int:

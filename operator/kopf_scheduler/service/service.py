@@ -39,7 +39,7 @@ from kopf_scheduler.service.binding_confirmation import BindingConfirmation
 from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.config_file import load_profiles
 from kopf_scheduler.service.feature_gates import resolve_feature_gates
-from kopf_scheduler.service.gc_freeze import HeapSettler
+from kopf_scheduler.service.gc_freeze import HeapSettler, collector_paused
 from kopf_scheduler.service.metrics import SchedulerMetrics
 from kopf_scheduler.service.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.service.profiles import ProfileManager
@@ -223,29 +223,35 @@ class SchedulerService:
         for kind in self.scheduler.objects.kinds:
             for obj in await self._list_kind(kind):
                 self.scheduler.update_object(kind, obj)
-        # a page at a time: the scheduler keeps pods and nodes without their managed fields, so the
-        # lists as sent (most of their size) are never all held at once. The next page is on its way
-        # meanwhile (``list_pages``); a turn of the event loop every ``LIST_TURN`` objects reads what has
-        # arrived of it, so the API server is not held up by a full socket while a page is taken in.
-        nodes = pods = 0
-        async for page in self.client.list_pages("/api/v1/nodes"):
-            for start in range(0, len(page), LIST_TURN):
-                for node in page[start : start + LIST_TURN]:
-                    self.scheduler.add_node(node)
-                await asyncio.sleep(0)
-            nodes += len(page)
-        async for page in self.client.list_pages("/api/v1/pods"):
-            for start in range(0, len(page), LIST_TURN):
-                for pod in page[start : start + LIST_TURN]:
-                    self.scheduler.add_pod(pod)
-                await asyncio.sleep(0)
-            pods += len(page)
+        with collector_paused():  # what the lists make lives on: frozen once in (``HeapSettler``)
+            nodes, pods = await self._list_nodes_and_pods()
         serving = self.profiles.serving()
         log.info("initial lists: %d nodes, %d pods, profiles serving %s", nodes, pods, serving)
         # the first snapshot copies every node: made now, not in the first pod's cycle
         self.scheduler.cache.update_snapshot(self.scheduler.snapshot)
         self.heap.start()
         self.synced.set()
+
+    async def _list_nodes_and_pods(self) -> tuple[int, int]:
+        """Nodes, then pods, into the scheduler; how many of each. A page at a time: the scheduler keeps
+        them without their managed fields, so the lists as sent (most of their size) are never all held
+        at once. The next page is on its way meanwhile (``list_pages``); a turn of the event loop every
+        ``LIST_TURN`` objects reads what has arrived of it, so the API server is not held up by a full
+        socket while a page is taken in."""
+        counts = []
+        for path, add in (
+            ("/api/v1/nodes", self.scheduler.add_node),
+            ("/api/v1/pods", self.scheduler.add_pod),
+        ):
+            count = 0
+            async for page in self.client.list_pages(path):
+                for start in range(0, len(page), LIST_TURN):
+                    for obj in page[start : start + LIST_TURN]:
+                        add(obj)
+                    await asyncio.sleep(0)
+                count += len(page)
+            counts.append(count)
+        return counts[0], counts[1]
 
     async def _list_kind(self, kind: ObjectKind[Any]) -> list[dict[str, Any]]:
         """The objects of ``kind``; none when the API server does not serve it (a CRD not applied)."""

@@ -8,6 +8,7 @@ when the pod is deleted."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import socket
@@ -351,3 +352,31 @@ async def test_a_deleted_pods_event_entries_go_with_it() -> None:
 
     assert not aggregator.entries and not aggregator.by_uid
     assert service.scheduler.known_pods() == []
+
+
+async def test_the_initial_lists_are_taken_in_with_the_collector_off_and_frozen_after() -> None:
+    """The lists live on: the collector's passes over them while they load would free nothing. It is off
+    while nodes and pods are listed, on again once they are in (as the process had it), and what was
+    loaded is frozen, out of its later passes."""
+    objects = cluster_with_pending_pod()
+    c = cluster({"/api/v1/nodes": objects["/api/v1/nodes"]})
+    collector_on_while_listing: list[bool] = []
+
+    def pods(request: Any) -> Any:
+        collector_on_while_listing.append(gc.isenabled())
+        page = {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": objects["/api/v1/pods"]}
+        return json_answer(page)
+
+    c.api.script("GET", "/api/v1/pods", pods, times=None)
+    service = service_for(c, leader_elect=False)
+    gc.enable()
+    gc.unfreeze()
+    try:
+        await service.start()
+        assert service.synced.is_set()
+        assert collector_on_while_listing == [False]
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        await service.stop()

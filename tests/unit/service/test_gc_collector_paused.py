@@ -1,5 +1,5 @@
-"""simulate loads its input, which lives until the end, with the cyclic collector off, then freezes it:
-the collector is as the caller had it afterwards, also when loading fails."""
+"""Objects that live on (simulate's input, the scheduling process's initial lists) are loaded with the cyclic
+collector off, then frozen: the collector is as the caller had it afterwards, also when loading fails."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from kopf_scheduler.api.errors import UsageError
-from kopf_scheduler.cli.simulate import collector_paused
+from kopf_scheduler.service.gc_freeze import collector_paused
 
 
 @pytest.fixture(autouse=True)
