@@ -473,6 +473,10 @@ def cmd_census(args: argparse.Namespace) -> int:
     if args.nodes < 2 or args.pods < 2:
         print("census: --nodes and --pods must be at least 2", file=sys.stderr)
         return 2
+    if args.cluster:
+        from bench.census_cluster import cmd_census_cluster
+
+        return cmd_census_cluster(args)
     sizes = Sizes.of(args.nodes, args.pods)
     logging.getLogger("kopf_scheduler").setLevel(logging.ERROR)  # the service is stopped unstarted
     results = asyncio.run(census(sizes))
@@ -499,5 +503,11 @@ def register(sub: Any, results_dir: Path) -> None:
     p = sub.add_parser("census", help="memory per node and pod in each process (tracemalloc, no cluster)")
     p.add_argument("--nodes", type=int, default=1000, help="nodes at the second point (half at the first)")
     p.add_argument("--pods", type=int, default=10000, help="pods at the second point (half at the first)")
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="on a dev cluster instead: kube-scheduler's live Go heap and both schedulers' RSS "
+        "(half the nodes and pods, all the nodes, all the pods)",
+    )
     p.add_argument("--results-dir", default=str(results_dir))
     p.set_defaults(func=cmd_census)
