@@ -13,6 +13,11 @@ tell which devices each claim gets.
   makes the claim from the template, owned by the pod and named ``<pod>-<claim>-<5 characters>`` (the
   characters derived from the pod's uid, where the API server picks them at random), and records it in
   the pod's ``status.resourceClaimStatuses``. A missing template makes no claim: the pod waits.
+- The devices' drivers: a device allocated with ``bindingConditions`` (``DRADeviceBindingConditions``)
+  has them reported true by its driver right after the scheduler writes the allocation (a
+  ``status.devices`` entry with each condition ``True``, reason ``Simulated``), so the pod's PreBind wait
+  ends and it is bound, as in a cluster whose driver attaches the device. None of its
+  ``bindingFailureConditions`` is reported.
 """
 
 from __future__ import annotations
@@ -86,7 +91,11 @@ class SimulatedClaims:
             stored = dict(copy.deepcopy(current), status=copy.deepcopy(dict(obj.get("status") or {})))
         else:
             stored = dict(copy.deepcopy(dict(obj)), status=copy.deepcopy(current.get("status") or {}))
-        return self._store(stored)
+        written = self._store(stored)
+        reported = _binding_conditions_reported(stored)
+        if reported is not None:
+            self._store(reported)  # the driver's write comes after the scheduler's answer was made
+        return written
 
     def create(self, path: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         parts = path.strip("/").split("/")
@@ -236,3 +245,44 @@ def extended_claim(claims: SimulatedClaims, pod: Mapping[str, Any]) -> dict[str,
         if any(ref.get("uid") == meta.get("uid") for ref in claim_meta.get("ownerReferences") or ()):
             return claim
     return None
+
+
+def _binding_conditions_reported(claim: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``claim`` as the drivers write it once they have attached its devices that have binding
+    conditions: each such device's ``status.devices`` entry with those conditions true; None when no
+    device of its allocation waits for one."""
+    status = claim.get("status") or {}
+    results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or ()
+    devices = [dict(d) for d in status.get("devices") or () if isinstance(d, Mapping)]
+    changed = False
+    stamp = (status.get("allocation") or {}).get("allocationTimestamp") or "1970-01-01T00:00:00Z"
+    for result in results:
+        if not isinstance(result, Mapping):
+            continue
+        wanted = [c for c in result.get("bindingConditions") or () if isinstance(c, str)]
+        if not wanted:
+            continue
+        where = {k: result.get(k) for k in ("driver", "pool", "device")}
+        entry = next((d for d in devices if all(d.get(k) == v for k, v in where.items())), None)
+        if entry is None:
+            entry = dict(where)
+            devices.append(entry)
+        conditions = [dict(c) for c in entry.get("conditions") or () if isinstance(c, Mapping)]
+        for kind in wanted:
+            if any(c.get("type") == kind and c.get("status") == "True" for c in conditions):
+                continue
+            conditions = [c for c in conditions if c.get("type") != kind]
+            conditions.append(
+                {
+                    "type": kind,
+                    "status": "True",
+                    "reason": "Simulated",
+                    "message": "reported by the device's driver in the simulation",
+                    "lastTransitionTime": stamp,
+                }
+            )
+            changed = True
+        entry["conditions"] = conditions
+    if not changed:
+        return None
+    return dict(copy.deepcopy(dict(claim)), status=dict(copy.deepcopy(dict(status)), devices=devices))
