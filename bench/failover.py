@@ -6,7 +6,9 @@ scheduler starts:
 
 1. **Start-up.** Replica ``a`` starts (leader election on; the Lease is free, so it leads at once).
    From its process's start: to ready (kube-scheduler's ``/readyz``; kopf-scheduler's initial lists
-   loaded), to the first pending pod a pod watch sees bound, and to the last.
+   loaded), to the first pending pod a pod watch sees bound, and to the last. Then one more pod is
+   created, and the time it takes to be bound says whether the scheduler's watch is live yet (its
+   creation and binding are counted from the process's start too).
 2. **Failover.** Replica ``b`` starts and stands by (ready, not leading); pods are created at ``rate``
    pods/s for ``seconds``; once ``kill_after`` of them are bound, the leader's process group gets
    SIGKILL (no chance to release the Lease). The Lease the standby then writes gives the moment it
@@ -310,6 +312,33 @@ def run_startup(api: ApiClient, starter: Starter, pending: int, timeout: float) 
     return out
 
 
+def probe_fields(started: float, created: float, bound: float | None) -> dict[str, Any]:
+    """Seconds from the process's start to the probe pod's creation, and from its creation to its
+    binding (None: not bound in time)."""
+    return {
+        "probe_created_seconds": _r(created - started, 2),
+        "probe_bound_after_seconds": _r(bound - created if bound is not None else None, 2),
+    }
+
+
+def probe_new_pod(api: ApiClient, scheduler_name: str, started: float, timeout: float) -> dict[str, Any]:
+    """Creates one pod (``probe``) and polls it until it is bound: a scheduler whose watch is not live yet
+    leaves it pending."""
+    path = f"/api/v1/namespaces/{MEASURED_NAMESPACE}/pods"
+    created = time.monotonic()
+    answer = api.request("POST", path, default_pod("probe", MEASURED_NAMESPACE, scheduler_name))
+    if not answer.ok:
+        raise RuntimeError(f"probe pod: {answer.status} {answer.text()[:200]}")
+    bound = None
+    while time.monotonic() - created < timeout:
+        pod = api.request("GET", f"{path}/probe")
+        if pod.ok and (pod.json().get("spec") or {}).get("nodeName"):
+            bound = time.monotonic()
+            break
+        time.sleep(0.1)
+    return probe_fields(started, created, bound)
+
+
 def run_failover(kind: str, opts: Any) -> dict[str, Any]:
     """One run (see the module's docstring); always returns a record (``error`` set when it failed).
     ``opts``: the ``failover`` subcommand's arguments (size, pending, rate, seconds, kill_after,
@@ -354,6 +383,8 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
         record["setup_seconds"] = round(time.monotonic() - started, 1)
 
         record.update(run_startup(api, starter, opts.pending, opts.timeout))
+        assert starter.started is not None
+        record.update(probe_new_pod(api, leader.scheduler_name, starter.started, opts.timeout))
         record["settle_seconds"] = round(wait_idle(leader.pid, leader.alive), 1)
         started = time.monotonic()
         standby.start(opts.timeout)
@@ -419,8 +450,10 @@ def summary(record: dict[str, Any]) -> str:
         return f"FAILED: {record['error']}"
     return (
         f"ready {record['startup_seconds']} s, first binding {record['first_binding_seconds']} s, "
-        f"{record['pending_pods']} pending bound {record['pending_bound_seconds']} s; standby ready "
-        f"{record['standby_ready_seconds']} s; failover: Lease taken {record['lease_taken_seconds']} s, "
+        f"{record['pending_pods']} pending bound {record['pending_bound_seconds']} s; a pod created at "
+        f"{record['probe_created_seconds']} s bound {record['probe_bound_after_seconds']} s later; "
+        f"standby ready {record['standby_ready_seconds']} s; "
+        f"failover: Lease taken {record['lease_taken_seconds']} s, "
         f"first binding {record['failover_seconds']} s after the kill "
         f"({record['bound_in_flight_after_kill']} in flight), max latency {record['latency_max_s']} s"
     )

@@ -112,7 +112,14 @@ def run(kind: str, size: str = "full", **extra: object) -> dict[str, object]:
 def test_results_md_has_a_start_up_and_failover_table(tmp_path: Path) -> None:
     kube, kopf = schedulers.KUBE_SCHEDULER, schedulers.KOPF_SCHEDULER
     runs = [
-        run(kopf, startup_seconds=9.75, first_binding_seconds=11.5, failover_seconds=16.25),
+        run(
+            kopf,
+            startup_seconds=9.75,
+            first_binding_seconds=11.5,
+            failover_seconds=16.25,
+            probe_created_seconds=12.0,
+            probe_bound_after_seconds=41.5,
+        ),
         run(kube),
         run(kopf, size="small", nodes=500, init_pods=5000, complete=False, bound=700, error="timeout"),
     ]
@@ -126,11 +133,12 @@ def test_results_md_has_a_start_up_and_failover_table(tmp_path: Path) -> None:
         line for line in text.splitlines() if line.startswith("| small |") or line.startswith("| full |")
     ]
     assert table == [
-        "| small | 500 | 5,000 | 1,000 | kopf-scheduler | 3.10 | 3.40 | 7.90 | 2.90 | 15.20 | 15.30 "
+        "| small | 500 | 5,000 | 1,000 | kopf-scheduler | 3.10 | 3.40 | 7.90 | - | 2.90 | 15.20 | 15.30 "
         "| 16.80 | INCOMPLETE (700/2000 bound) |",
-        "| full | 5,000 | 50,000 | 1,000 | kube-scheduler | 3.10 | 3.40 | 7.90 | 2.90 | 15.20 | 15.30 "
+        "| full | 5,000 | 50,000 | 1,000 | kube-scheduler | 3.10 | 3.40 | 7.90 | - | 2.90 | 15.20 | 15.30 "
         "| 16.80 | ok |",
-        "| full | 5,000 | 50,000 | 1,000 | kopf-scheduler | 9.75 | 11.50 | 7.90 | 2.90 | 15.20 | 16.25 "
+        "| full | 5,000 | 50,000 | 1,000 | kopf-scheduler | 9.75 | 11.50 | 7.90 | 12.0: 41.50 | 2.90 | 15.20 "
+        "| 16.25 "
         "| 16.80 | ok |",
     ]
     # failover runs are no throughput rows
@@ -143,6 +151,17 @@ def test_repeats_show_the_median_of_the_complete_runs() -> None:
     row = report.combine(runs, {"_file": "x.json"})
     assert (row["failover_seconds"], row["first_binding_seconds"]) == (16.0, 8.0)
     assert (
-        report.failover_table({("failover", "MemoryAtScale", "full", kopf): row})[2].split(" | ")[10]
+        report.failover_table({("failover", "MemoryAtScale", "full", kopf): row})[2].split(" | ")[11]
         == "16.00"
     )
+
+
+def test_the_probe_pod_counts_its_creation_from_the_start_and_its_binding_from_its_creation() -> None:
+    assert failover.probe_fields(100.0, 130.5, 131.25) == {
+        "probe_created_seconds": 30.5,
+        "probe_bound_after_seconds": 0.75,
+    }
+    assert failover.probe_fields(100.0, 130.5, None) == {
+        "probe_created_seconds": 30.5,
+        "probe_bound_after_seconds": None,
+    }
