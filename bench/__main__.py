@@ -4,6 +4,7 @@
     python -m bench run --size full --workload SchedulingBasic --repeat 3
     python -m bench run --size full --latency-rate 100 --latency-only
     python -m bench failover --size full                      # start-up and failover, two replicas each
+    python -m bench soak --minutes 10                         # memory under churn, gangs, token rotation
     python -m bench report                                    # RESULTS.md and the chart from results/*.json
     python -m bench census --nodes 1000 --pods 10000          # memory per node and pod, no cluster
 
@@ -26,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import census, failover, report, schedulers
+from bench import census, failover, report, schedulers, soak
 from bench.runner import RunOptions, run_one
 from bench.workloads import LATENCY_WORKLOAD, SIZES, WORKLOADS
 
@@ -244,6 +245,7 @@ def parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=cmd_report)
     census.register(sub, BENCH_DIR / "results")
     failover.register(sub, BENCH_DIR / "results")
+    soak.register(sub, BENCH_DIR / "results")
     return p
 
 

@@ -81,8 +81,9 @@ def peak_rss_bytes(pid: int) -> int:
     return sum(_status_kib(p, "VmHWM") for p in process_tree(pid)) * 1024
 
 
-def rss_bytes(pid: int) -> int:
-    return sum(_status_kib(p, "VmRSS") for p in process_tree(pid)) * 1024
+def rss_bytes(pid: int, *, tree: bool = True) -> int:
+    """Resident set (``VmRSS``) of ``pid`` (summed over its live descendants, with ``tree``)."""
+    return sum(_status_kib(p, "VmRSS") for p in (process_tree(pid) if tree else [pid])) * 1024
 
 
 def machine_busy_seconds() -> float:

@@ -106,13 +106,6 @@ def throughput(row: dict[str, Any] | None) -> float | None:
     return value if value is not None else row.get("throughput_overall")
 
 
-def _probe(row: dict[str, Any]) -> str:
-    """The probe pod of ``python -m bench failover``: created at (s from the start), bound (s) after."""
-    if row.get("probe_created_seconds") is None:
-        return "-"
-    return f"{_num(row['probe_created_seconds'], 1)}: {_num(row.get('probe_bound_after_seconds'), 2)}"
-
-
 def _status(row: dict[str, Any]) -> str:
     if row.get("complete"):
         return "ok" if row["repeats"] == 1 else f"ok x{row['complete_repeats']}"
@@ -353,6 +346,36 @@ def failover_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> lis
     return lines if len(lines) > 2 else []
 
 
+def _probe(row: dict[str, Any]) -> str:
+    """The probe pod of ``python -m bench failover``: created at (s from the start), bound (s) after."""
+    if row.get("probe_created_seconds") is None:
+        return "-"
+    return f"{_num(row['probe_created_seconds'], 1)}: {_num(row.get('probe_bound_after_seconds'), 2)}"
+
+
+def soak_table(rows: dict[tuple[str, str, str, str], dict[str, Any]]) -> list[str]:
+    """``python -m bench soak``: kopf-scheduler's resident set per process over a long run of pod and gang
+    churn with credential rotation."""
+    lines = [
+        "| run | process | RSS start | after warm-up | at end (MiB) | growth | pods bound | gangs whole "
+        "(held) | rotations | reloads | status |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for key in sorted(k for k in rows if k[0] == "soak"):
+        row = rows[key]
+        for name, memory in sorted((row.get("memory") or {}).items(), reverse=True):
+            growth = memory.get("rss_growth_after_warmup")
+            lines.append(
+                f"| {key[2]} | {name} | {_num(memory.get('rss_start_mib'))} "
+                f"| {_num(memory.get('rss_after_warmup_mib'))} | {_num(memory.get('rss_end_mib'))} "
+                f"| {'-' if growth is None else f'{100 * growth:+.1f}%'} "
+                f"| {_num(row.get('bound'))} | {_num(row.get('gangs_bound_whole'))} "
+                f"({_num(row.get('gangs_held'))}) | {_num(row.get('rotations'))} "
+                f"| {_num(row.get('credential_reloads'))} | {_status(row)} |"
+            )
+    return lines if len(lines) > 2 else []
+
+
 def chart(rows: dict[tuple[str, str, str, str], dict[str, Any]], output: Path) -> bool:
     """Grouped bars per workload: kube-scheduler, kopf-scheduler, raw-binder; one panel per size."""
     try:
@@ -530,6 +553,18 @@ def write(results_dir: Path, output: Path) -> None:
             "phase's pods (created at a steady rate), creation to binding.",
             "",
             *starts,
+            "",
+        ]
+    soaks = soak_table(rows)
+    if soaks:
+        lines += [
+            "## Soak: memory under churn, gangs and credential rotation",
+            "",
+            "`python -m bench soak`: kopf-scheduler alone, pods and gangs of 8 made and deleted at a steady",
+            "rate (some gangs that cannot fit), upstream's churn, and its ServiceAccount token rotated (the",
+            "old one refused) every 30 s; resident set of each of its two processes, growth as above.",
+            "",
+            *soaks,
             "",
         ]
     if documents:

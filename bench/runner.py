@@ -574,20 +574,30 @@ class RssSampler:
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rss_progress": [[round(t, 1), round(v / 2**20, 1)] for t, v in self.samples]}
-        if not self.samples or self.samples[-1][0] < RSS_GROWTH_MIN_SECONDS:
-            return out
-        span = self.samples[-1][0]
-
-        def median(lo: float, hi: float) -> float | None:
-            values = [v for t, v in self.samples if lo * span <= t <= hi * span]
-            return statistics.median(values) if values else None
-
-        warm, last = median(0.2, 0.3), median(0.9, 1.0)
-        if warm and last:
-            out["rss_after_warmup_mib"] = round(warm / 2**20, 1)
-            out["rss_end_mib"] = round(last / 2**20, 1)
-            out["rss_growth_after_warmup"] = round(last / warm - 1, 4)
+        out.update(rss_growth(self.samples))
         return out
+
+
+def rss_growth(samples: list[tuple[float, int]]) -> dict[str, Any]:
+    """``(seconds, bytes)`` samples -> the resident set after warm-up (the median of the third tenth of
+    the span), at the end (the median of the last tenth) and the growth between them; {} for a span
+    shorter than ``RSS_GROWTH_MIN_SECONDS``."""
+    if not samples or samples[-1][0] < RSS_GROWTH_MIN_SECONDS:
+        return {}
+    span = samples[-1][0]
+
+    def median(lo: float, hi: float) -> float | None:
+        values = [v for t, v in samples if lo * span <= t <= hi * span]
+        return statistics.median(values) if values else None
+
+    warm, last = median(0.2, 0.3), median(0.9, 1.0)
+    if not warm or not last:
+        return {}
+    return {
+        "rss_after_warmup_mib": round(warm / 2**20, 1),
+        "rss_end_mib": round(last / 2**20, 1),
+        "rss_growth_after_warmup": round(last / warm - 1, 4),
+    }
 
 
 async def _check(extras: Extras, setup: Setup) -> list[str]:

@@ -128,6 +128,9 @@ class KopfScheduler(Scheduler):
         self.liveness_port = 0
         #: ``run``'s leader election flags (``bench.failover`` runs two replicas with it on)
         self.leader_election: list[str] = ["--leader-elect", "false"]
+        #: the kubeconfig it runs with (None: the cluster's admin one; ``bench.soak`` gives a
+        #: ServiceAccount's, whose token it rotates)
+        self.kubeconfig: Path | None = None
 
     def start(self, timeout: float = 180.0) -> None:
         self.metrics_port, self.liveness_port = free_port(), free_port()
@@ -142,7 +145,9 @@ class KopfScheduler(Scheduler):
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if not k.startswith("KOPF_SCHEDULER_")}
         env.update(
-            KUBECONFIG=str(self.cluster.kubeconfig), PYTHONUNBUFFERED="1", POD_NAME="kopf-scheduler-bench"
+            KUBECONFIG=str(self.kubeconfig or self.cluster.kubeconfig),
+            PYTHONUNBUFFERED="1",
+            POD_NAME="kopf-scheduler-bench",
         )
         if self.wrap_env is not None:
             env = self.wrap_env(env)
