@@ -23,11 +23,13 @@ and the allocation (the scheduler does not: with the scheduler stopped, the two 
 go and the claim is released all the same), and its node's devices are all allocatable again.
 
 Then a random cluster (``dra_random``, seeded: ``KOPF_SCHEDULER_DRA_SEED``, else a fixed seed) on eight
-more nodes, with what 1.37 added to DRA: device taints and DeviceTaintRules (NoSchedule, NoExecute) and
-requests that tolerate some, prioritized lists, partitionable devices, devices shared by capacity, and
-pods asking for an extended resource that a DeviceClass stands for. Its objects are created with the
-fixed ones, long before its pods. Each node has a pool of its own, so the devices a pod gets are
-deterministic: compared are each pod's node or message, and per claim each result's request, device,
+more nodes, with what 1.37 added to DRA: device taints and DeviceTaintRules (NoSchedule, NoExecute,
+None) and requests that tolerate some, prioritized lists, partitionable devices, devices shared by
+capacity, a slice with per-device node selection, requests with admin access (the namespace has the
+label they need), nodes with two pools (of two drivers, or two of one), and pods asking for an extended
+resource that a DeviceClass stands for. Its objects are created with the fixed ones, long before its
+pods. Pools, slices and devices come in a fixed order, so the devices a pod gets are deterministic:
+compared are each pod's node or message, and per claim each result's request, device,
 tolerations and consumed capacity, whether it is a share (not its random ``shareID``), the allocation's
 node selector and ``reservedFor``; for a pod's extended resources, its ``extendedResourceClaimStatus``
 and that claim's spec and allocation. Two score pods, each first on a pair of nodes that differ only in
@@ -191,6 +193,10 @@ def publish(cp: ClusterHarness, run: Run) -> None:
         "spec": claim_spec("gpu"),
     }
     cp.post(f"{RESOURCE}/namespaces/{NS}/resourceclaims", claim)
+    # claims with adminAccess are refused in a namespace without the label
+    namespace = cp.get(f"/api/v1/namespaces/{NS}")
+    namespace["metadata"].setdefault("labels", {})[dra_random.ADMIN_LABEL] = "true"
+    cp.request("PUT", f"/api/v1/namespaces/{NS}", namespace)
     random_cluster = generate_random()
     for path, bodies in (
         ("resourceslices", random_cluster.slices),
@@ -436,7 +442,8 @@ def test_random_cluster_as_kube_scheduler(kube_scheduler: Run, kopf_scheduler: R
         claims = [c for c in cluster.claims if c["metadata"]["name"] == pod]
         body = next(p for p in cluster.pods if p["metadata"]["name"] == pod)
         node = (body["spec"].get("nodeSelector") or {}).get("kubernetes.io/hostname")
-        slices = [s for s in cluster.slices if s["spec"]["nodeName"] == node]
+        # the node's slices, and the one with per-device node selection (it has no nodeName)
+        slices = [s for s in cluster.slices if s["spec"].get("nodeName", node) == node]
         pytest.fail(
             f"{repeat}: {len(differ)} pods differ ({', '.join(differ)}); the first, {pod}:\n"
             f"kube-scheduler: {dumps(kube_scheduler.random[pod], 6000)}\n"
