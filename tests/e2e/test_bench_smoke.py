@@ -119,3 +119,22 @@ def test_cpu_profile_covers_both_processes_of_kopf_scheduler(tmp_path: Path) -> 
     assert "scheduling process" in text and "watch intake process" in text, text
     assert "scheduling cycle" in text and "Kopf per-event processing" in text, text
     assert sorted(p.name for p in tmp_path.glob("profile-*")) == [Path(record["profile"]).name]
+
+
+def test_cluster_census_reads_kube_schedulers_live_heap_and_both_schedulers_rss() -> None:
+    """``census --cluster`` at a tiny size: kube-scheduler's heap profile is served to the benchmark (the
+    path allowed, profiling on) and agrees with its /metrics; kopf-scheduler's two processes are found."""
+    from bench import census_cluster
+
+    result = census_cluster.run(40, 400, log=lambda line: None)
+    points = result["points"]
+    assert [(p["nodes"], p["pods"]) for p in points] == [(20, 200), (40, 200), (40, 400)]
+    for point in points:
+        kube, kopf = point["kube-scheduler"], point["kopf-scheduler"]
+        heap = kube["heap_alloc_bytes"]
+        assert 1 << 20 < heap < kube["rss_bytes"], kube
+        # read just after the forced collection: allocations since then are few
+        assert abs(kube["metrics_heap_alloc_bytes"] - heap) < heap / 2, kube
+        assert kopf["intake_processes"] == 1, kopf
+        assert kopf["rss_bytes"]["scheduling"] > 20 << 20 and kopf["rss_bytes"]["intake"] > 20 << 20, kopf
+    assert set(result["slopes"]) == {"kube-scheduler", "kopf-scheduler"}
