@@ -135,12 +135,17 @@ def new_document() -> dict[str, Any]:
     }
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    results_dir = Path(args.results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
+def new_results(results_dir: Path | str) -> tuple[Path, str, Path, dict[str, Any]]:
+    """A new results file of ``run``, ``failover`` or ``soak``: the folder (made if missing), the stamp
+    that names the file and its logs, the file, and its head (``new_document``)."""
+    folder = Path(results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out_file = results_dir / f"{stamp}.json"
-    document = new_document()
+    return folder, stamp, folder / f"{stamp}.json", new_document()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    results_dir, stamp, out_file, document = new_results(args.results_dir)
     runs = plan(args)
     print(f"bench: {len(runs)} runs at size {args.size}; results in {out_file}", flush=True)
     failed = 0

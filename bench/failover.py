@@ -461,14 +461,9 @@ def summary(record: dict[str, Any]) -> str:
 
 def cmd_failover(args: argparse.Namespace) -> int:
     """Each scheduler in turn, the order rotating per repeat; one results file for them all."""
-    from bench.__main__ import new_document
+    from bench.__main__ import new_results
 
-    results_dir = Path(args.results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    args.stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    args.results_dir = results_dir
-    out_file = results_dir / f"{args.stamp}.json"
-    document = new_document()
+    args.results_dir, args.stamp, out_file, document = new_results(args.results_dir)
     order = list(args.scheduler or KINDS)
     runs = [kind for i in range(args.repeat) for kind in order[i % len(order) :] + order[: i % len(order)]]
     print(f"bench failover: {len(runs)} runs at size {args.size}; results in {out_file}", flush=True)
@@ -482,7 +477,7 @@ def cmd_failover(args: argparse.Namespace) -> int:
         failed += not record["complete"]
         print(f"    {summary(record)}", flush=True)
     if not args.no_report:
-        report.write(results_dir, BENCH_DIR / "RESULTS.md")
+        report.write(args.results_dir, BENCH_DIR / "RESULTS.md")
         print(f"bench: wrote {BENCH_DIR / 'RESULTS.md'}", flush=True)
     return 1 if failed else 0
 

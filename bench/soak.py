@@ -335,14 +335,9 @@ def summary(record: dict[str, Any]) -> str:
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
-    from bench.__main__ import new_document
+    from bench.__main__ import new_results
 
-    results_dir = Path(args.results_dir)
-    results_dir.mkdir(parents=True, exist_ok=True)
-    args.stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    args.results_dir = results_dir
-    out_file = results_dir / f"{args.stamp}.json"
-    document = new_document()
+    args.results_dir, args.stamp, out_file, document = new_results(args.results_dir)
     print(f"bench soak: {args.minutes:g} min at {args.nodes} nodes; results in {out_file}", flush=True)
     record = run_soak(args)
     document["runs"].append(record)
@@ -350,7 +345,7 @@ def cmd_soak(args: argparse.Namespace) -> int:
     out_file.write_text(json.dumps(document, indent=1) + "\n")
     print(f"    {summary(record)}", flush=True)
     if not args.no_report:
-        report.write(results_dir, BENCH_DIR / "RESULTS.md")
+        report.write(args.results_dir, BENCH_DIR / "RESULTS.md")
         print(f"bench: wrote {BENCH_DIR / 'RESULTS.md'}", flush=True)
     return 0 if record["complete"] else 1
 
