@@ -548,9 +548,13 @@ class RssSampler:
     ``fields()`` gives the samples and, for a phase long enough to have a warm-up, the growth after it:
     the median of the last tenth of the phase over the median of its third tenth, minus one."""
 
-    def __init__(self, pid: int, interval: float = RSS_INTERVAL) -> None:
+    def __init__(
+        self, pid: int, interval: float = RSS_INTERVAL, read: Callable[[], int] | None = None
+    ) -> None:
         self.pid = pid
         self.interval = interval
+        #: what is sampled (bytes; 0: no sample): by default the process and its children
+        self.read = read if read is not None else lambda: procstats.rss_bytes(pid)
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
@@ -566,7 +570,7 @@ class RssSampler:
     def _run(self) -> None:
         started = time.monotonic()
         while True:
-            value = procstats.rss_bytes(self.pid)
+            value = self.read()
             if value:
                 self.samples.append((time.monotonic() - started, value))
             if self._stop.wait(self.interval):

@@ -34,7 +34,6 @@ import dataclasses
 import json
 import shutil
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +47,7 @@ from bench.gang_churn import GangChurn
 from bench.loadgen import PodLoad
 from bench.runner import (
     RSS_INTERVAL,
+    RssSampler,
     _encode,
     _loadavg,
     latency_windows,
@@ -87,36 +87,33 @@ def intake_pid(pid: int) -> int:
 
 class ProcessRss:
     """The resident set of the scheduling process (alone) and of its watch intake process every
-    ``interval`` seconds, in its own thread."""
+    ``interval`` seconds, each sampled by a ``runner.RssSampler`` of its own."""
 
     def __init__(self, pid: int, interval: float = RSS_INTERVAL) -> None:
-        self.pid = pid
-        self.interval = interval
-        self.samples: dict[str, list[tuple[float, int]]] = {"scheduling": [], "intake": []}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rss", daemon=True)
+        intake = 0
+
+        def intake_rss() -> int:
+            nonlocal intake
+            if not intake or not procstats.alive(intake):
+                intake = intake_pid(pid)
+            return procstats.rss_bytes(intake, tree=False) if intake else 0
+
+        self.samplers = {
+            "scheduling": RssSampler(pid, interval, read=lambda: procstats.rss_bytes(pid, tree=False)),
+            "intake": RssSampler(pid, interval, read=intake_rss),
+        }
+
+    @property
+    def samples(self) -> dict[str, list[tuple[float, int]]]:
+        return {name: sampler.samples for name, sampler in self.samplers.items()}
 
     def start(self) -> None:
-        self._thread.start()
+        for sampler in self.samplers.values():
+            sampler.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        started = time.monotonic()
-        intake = 0
-        while True:
-            now = time.monotonic() - started
-            if not intake or not procstats.alive(intake):
-                intake = intake_pid(self.pid)
-            for name, pid in (("scheduling", self.pid), ("intake", intake)):
-                value = procstats.rss_bytes(pid, tree=False) if pid else 0
-                if value:
-                    self.samples[name].append((now, value))
-            if self._stop.wait(self.interval):
-                return
+        for sampler in self.samplers.values():
+            sampler.stop()
 
 
 def memory_fields(samples: dict[str, list[tuple[float, int]]]) -> dict[str, Any]:
