@@ -6,7 +6,8 @@ scheduling process reads (``intake_link.FrameWriter``: the frames of one turn of
 write). Nothing is written to the API server; no Lease, no ports.
 
 It loads its modules at once, and watches only once the scheduling process says "go" on its stdin (when
-that has loaded its own lists). It ends with the scheduling process: killed by the kernel when that
+that has loaded its own lists). The watches go on from those lists' resourceVersions (``resume``).
+It ends with the scheduling process: killed by the kernel when that
 process dies (``PR_SET_PDEATHSIG``), stopped by it otherwise (SIGTERM), and on its own when the pipe
 breaks or stdin closes before "go".
 """
@@ -26,8 +27,9 @@ import uvloop
 
 from kopf_scheduler.handlers import logs
 from kopf_scheduler.handlers.lifecycle import configure, new_registry
+from kopf_scheduler.handlers.resume import ResumeListings
 from kopf_scheduler.service.gc_freeze import FreezeAfterListing
-from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame
+from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame, parse_go
 
 
 def registry_for(fd: int, left_out: frozenset[str] = frozenset()) -> kopf.OperatorRegistry:
@@ -85,15 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _die_with(args.parent)
     os.write(args.fd, frame(READY, None, {}))
-    go = sys.stdin.buffer.readline().split()  # "go" and the channels not to watch: the lists are loaded
-    if not go:
+    # "go", the channels not to watch and where the others resume: the service's lists are loaded
+    go = parse_go(sys.stdin.buffer.readline().decode())
+    if go is None:
         return 0
+    left_out, resume = go
     logs.configure(args.verbose)
+    ResumeListings(resume).install()
     # uvloop, as Kopf's own CLI runs when it is installed: libuv's sockets, TLS and pipe cost less CPU
     # per watch event than asyncio's. (The scheduling process stays on asyncio: between two cycles it
     # lets the intake run until asyncio's run queue is empty, which uvloop does not show.)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        registry = registry_for(args.fd, frozenset(c.decode() for c in go[1:]))
+        registry = registry_for(args.fd, left_out)
         kopf.run(loop=runner.get_loop(), registry=registry, clusterwide=True, standalone=True)
     return 0
 

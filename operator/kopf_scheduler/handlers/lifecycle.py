@@ -10,6 +10,7 @@ from typing import Any
 import kopf
 
 from kopf_scheduler.handlers import login
+from kopf_scheduler.handlers.resume import ResumeListings
 from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.intake_link import IntakeLink
 from kopf_scheduler.service.service import SchedulerService
@@ -105,6 +106,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     memo["service"] = service
     if not memo.get("intake"):
         await service.start()
+        # this process's watches begin once this handler returns: from the service's lists on
+        resume = memo["resume"] = ResumeListings(service.listed_at)
+        resume.install()
         return
     link = IntakeLink(service, service.supervisor.fail, verbose=bool(memo.get("verbose")))
     memo["intake_link"] = link
@@ -112,7 +116,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 
     async def watch() -> None:
         await starting
-        link.go(service.scheduler.objects.kinds)
+        link.go(service.scheduler.objects.kinds, service.listed_at)
 
     try:
         await service.start(watch)
@@ -128,6 +132,9 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     link = memo.get("intake_link")
     if link is not None:
         link.stopping = True  # from here on its exit is expected
+    resume = memo.get("resume")
+    if resume is not None:
+        resume.uninstall()
     service = memo.get("service")
     if service is not None:
         await service.stop()

@@ -351,11 +351,17 @@ class KubeClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         page_size: int = 500,
+        at_version: Callable[[str], object] | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        """``list`` by collection path (``/api/v1/pods``, ``/apis/group/version/plural``)."""
+        """``list`` by collection path (``/api/v1/pods``, ``/apis/group/version/plural``); ``at_version``
+        as for ``list_pages``."""
         items: builtins.list[dict[str, Any]] = []
         async for page in self.list_pages(
-            path, label_selector=label_selector, field_selector=field_selector, page_size=page_size
+            path,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            page_size=page_size,
+            at_version=at_version,
         ):
             items.extend(page)
         return items
@@ -369,12 +375,15 @@ class KubeClient:
         page_size: int = 500,
         accept: str = JSON,
         pause: float = 0.0,
+        at_version: Callable[[str], object] | None = None,
     ) -> AsyncIterator[builtins.list[dict[str, Any]]]:
         """``list_objects`` a page at a time: a caller that keeps only what it needs of each object never
         holds the whole collection as the API server sent it (50,000 pods with their managed fields).
         ``accept``: the representation asked for (``PARTIAL_METADATA``: metadata only); ``pause``: seconds
         to wait between pages, so that a background listing spreads its cost (on the event loop and on the
-        API server) instead of taking it all at once.
+        API server) instead of taking it all at once. ``at_version``: called once, before the first page is
+        yielded, with the list's resourceVersion (every page of a list is of that one version), from which
+        a watch goes on without a gap.
 
         Without ``pause``, the next page is asked for as soon as a page arrives, before the caller takes
         it: the API server encodes page k+1 while the caller works through page k (two processes, not one
@@ -399,6 +408,9 @@ class KubeClient:
                     item.setdefault("apiVersion", api_version)
                     item.setdefault("kind", kind)
                 token = (data.get("metadata") or {}).get("continue")
+                if at_version is not None:
+                    at_version(str((data.get("metadata") or {}).get("resourceVersion") or ""))
+                    at_version = None
                 del data
                 if token:
                     params = {**params, "continue": token}

@@ -10,11 +10,11 @@ service's event methods in the order they were sent (per object, the order of it
 lists the watched resources once, for both ends and for the one-process handlers.
 
 Guards: the intake process is started while the service loads its initial lists and watches only once
-they are loaded (``go``), before the service leads, as Kopf's watches started only after the start-up
-handler. It dies with this process (``PR_SET_PDEATHSIG``) and runs in a session of its own, so a signal
-to this process's group (Ctrl-C, a stop by the harness or the kubelet) reaches this process alone, which
-stops it after the service has stopped. An intake process that ends while the service runs is a
-failure: nothing would reach the cache any more.
+they are loaded (``go``), from their resourceVersions (``handlers.resume``), before the service leads, as
+Kopf's watches started only after the start-up handler. It dies with this process (``PR_SET_PDEATHSIG``)
+and runs in a session of its own, so a signal to this process's group (Ctrl-C, a stop by the harness or
+the kubelet) reaches this process alone, which stops it after the service has stopped. An intake process
+that ends while the service runs is a failure: nothing would reach the cache any more.
 """
 
 from __future__ import annotations
@@ -191,12 +191,15 @@ class IntakeLink:
         log.info("watch intake: process %d", self._process.pid)
         await asyncio.shield(ready)
 
-    def go(self, fed: Collection[ObjectKind[Any]] = WATCHED_KINDS) -> None:
+    def go(
+        self, fed: Collection[ObjectKind[Any]] = WATCHED_KINDS, resume: Mapping[str, str] | None = None
+    ) -> None:
         """Lets the intake process watch (once the service has loaded its initial lists); of
-        ``WATCHED_KINDS``, only the ``fed`` ones (a kind whose feature gate is off is not watched)."""
+        ``WATCHED_KINDS``, only the ``fed`` ones (a kind whose feature gate is off is not watched).
+        ``resume``: by channel, the resourceVersion of the service's own start-up list, from which that
+        watch goes on without listing again (``handlers.resume``)."""
         if self._process is not None and self._process.stdin is not None and self._process.returncode is None:
-            left_out = [channel(kind) for kind in WATCHED_KINDS if kind not in fed]
-            self._process.stdin.write(" ".join(["go", *left_out]).encode() + b"\n")
+            self._process.stdin.write(go_line(fed, resume or {}).encode() + b"\n")
 
     async def _wait(self) -> None:
         assert self._process is not None
@@ -280,3 +283,20 @@ class IntakeLink:
             await self._waiter
         for task in list(self._serial_tasks):
             task.cancel()
+
+
+def go_line(fed: Collection[ObjectKind[Any]], resume: Mapping[str, str]) -> str:
+    """What ``go`` writes: "go", then each channel left out, then ``channel=resourceVersion`` for each
+    watch that resumes (``parse_go`` reads it back)."""
+    left_out = [channel(kind) for kind in WATCHED_KINDS if kind not in fed]
+    return " ".join(["go", *left_out, *(f"{name}={version}" for name, version in sorted(resume.items()))])
+
+
+def parse_go(line: str) -> tuple[frozenset[str], dict[str, str]] | None:
+    """The channels left out and the resume points of a ``go_line``; None for anything else (stdin closed)."""
+    words = line.split()
+    if not words or words[0] != "go":
+        return None
+    left_out = frozenset(word for word in words[1:] if "=" not in word)
+    resume = dict(word.split("=", 1) for word in words[1:] if "=" in word)
+    return left_out, resume

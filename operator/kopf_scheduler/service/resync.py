@@ -3,8 +3,9 @@
 A watch that starts over lists its objects again, but an object deleted while nobody watched is simply
 absent from that list: no DELETED event ever comes, and the scheduler would keep a pod that no longer
 exists (its requests still counted on its node), a node that is gone, or a Service whose selector still
-spreads pods. The same gap exists between the scheduler's own start-up lists and the first lists of the
-watches. So, once a listing has been quiet for ``quiet`` seconds, the scheduler lists pods, nodes and every
+spreads pods. (The watches begin where the scheduler's own start-up lists ended, ``handlers.resume``, so
+no such gap opens at the start; where a watch could not resume, its first list is followed up here too.)
+So, once a listing has been quiet for ``quiet`` seconds, the scheduler lists pods, nodes and every
 other kind it watches itself, and drops every object it holds that is neither in that list nor heard of
 since the list was asked for. It asks for metadata only, and keeps only names and uids of each page
 (``Client.list_metadata``): listing a large cluster while pods arrive must not pause their scheduling.

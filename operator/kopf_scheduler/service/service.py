@@ -40,6 +40,7 @@ from kopf_scheduler.service.config import ServiceConfig
 from kopf_scheduler.service.config_file import load_profiles
 from kopf_scheduler.service.feature_gates import resolve_feature_gates
 from kopf_scheduler.service.gc_freeze import HeapSettler, collector_paused
+from kopf_scheduler.service.intake_link import NODES, PDBS, PODS, channel
 from kopf_scheduler.service.metrics import SchedulerMetrics
 from kopf_scheduler.service.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.service.profiles import ProfileManager
@@ -114,6 +115,9 @@ class SchedulerService:
             warn=self._warn_profile,
         )
         self.synced = asyncio.Event()
+        #: the resourceVersion of each start-up list, by the channel of its watch (``intake_link``): the
+        #: watches go on from these instead of listing everything once more (``handlers.resume``)
+        self.listed_at: dict[str, str] = {}
         self.leading = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self.heap = HeapSettler()
@@ -218,7 +222,9 @@ class SchedulerService:
         """Lists profiles, PDBs, the other watched kinds, nodes and pods before the first decision (watch
         events then only update)."""
         await self.profiles.load(await self.client.list_objects(f"/apis/{GROUP}/{VERSION}/{PLURAL}"))
-        for pdb in await self.client.list_objects("/apis/policy/v1/poddisruptionbudgets"):
+        for pdb in await self.client.list_objects(
+            "/apis/policy/v1/poddisruptionbudgets", at_version=self._listed(PDBS)
+        ):
             self.scheduler.update_pdb(pdb)
         for kind in self.scheduler.objects.kinds:
             for obj in await self._list_kind(kind):
@@ -239,12 +245,12 @@ class SchedulerService:
         ``LIST_TURN`` objects reads what has arrived of it, so the API server is not held up by a full
         socket while a page is taken in."""
         counts = []
-        for path, add in (
-            ("/api/v1/nodes", self.scheduler.add_node),
-            ("/api/v1/pods", self.scheduler.add_pod),
+        for path, name, add in (
+            ("/api/v1/nodes", NODES, self.scheduler.add_node),
+            ("/api/v1/pods", PODS, self.scheduler.add_pod),
         ):
             count = 0
-            async for page in self.client.list_pages(path):
+            async for page in self.client.list_pages(path, at_version=self._listed(name)):
                 for start in range(0, len(page), LIST_TURN):
                     for obj in page[start : start + LIST_TURN]:
                         add(obj)
@@ -253,10 +259,19 @@ class SchedulerService:
             counts.append(count)
         return counts[0], counts[1]
 
+    def _listed(self, name: str) -> Callable[[str], None]:
+        """Keeps the resourceVersion of the start-up list of channel ``name`` (none when it has none)."""
+
+        def keep(version: str) -> None:
+            if version:
+                self.listed_at[name] = version
+
+        return keep
+
     async def _list_kind(self, kind: ObjectKind[Any]) -> list[dict[str, Any]]:
         """The objects of ``kind``; none when the API server does not serve it (a CRD not applied)."""
         try:
-            return await self.client.list_objects(kind.list_path)
+            return await self.client.list_objects(kind.list_path, at_version=self._listed(channel(kind)))
         except APIError as e:
             if e.status != 404:
                 raise

@@ -311,3 +311,20 @@ def test_go_names_the_channels_of_kinds_not_fed(gated_off: bool) -> None:
     link.go(fed)
     expected = b"go devicetaintrules.resource.k8s.io\n" if gated_off else b"go\n"
     assert process.stdin.written == expected
+
+
+def test_go_names_where_each_listed_watch_resumes() -> None:
+    """With "go" come the resourceVersions of the service's start-up lists, one per channel, which the
+    intake process reads back beside the channels left out."""
+    link = IntakeLink(Sink(), lambda line: None)
+    process = _Process()
+    link._process = process  # type: ignore[assignment]
+    fed = [kind for kind in WATCHED_KINDS if kind is not DEVICE_TAINT_RULES]
+    link.go(fed, {"pods": "812", "nodes": "790"})
+    line = process.stdin.written.decode()
+    assert line == "go devicetaintrules.resource.k8s.io nodes=790 pods=812\n"
+    assert intake_link.parse_go(line) == (
+        frozenset({"devicetaintrules.resource.k8s.io"}),
+        {"nodes": "790", "pods": "812"},
+    )
+    assert intake_link.parse_go("") is None
