@@ -7,13 +7,14 @@ Objects shaped like the benchmark's (``workloads.default_pod`` bound to ``node-{
 process keeps them with:
 
 - **intake** (the watch intake process): Kopf's ``process_resource_event`` with the intake's settings
-  (``handlers.lifecycle.configure``: no diff base, no progress storage) and its ``on.event`` handlers
-  (``handlers.intake._forwarder``, writing frames to a pipe nobody reads). Kopf's watch and its per-object
-  workers are not driven: a worker ends 0.5 s after its object's last event.
+  (``handlers.lifecycle.configure``: no diff base, no progress storage, no per-object memories) and its
+  ``on.event`` handlers (``handlers.intake._forwarder``, writing frames to a pipe nobody reads), for
+  objects that arrive as watch events (those listed at the start never pass through the intake: its
+  watches go on from the scheduling process's lists). Kopf's watch and its per-object workers are not
+  driven: a worker ends 0.5 s after its object's last event.
 - **start-up** (the scheduling process as the benchmark starts it): the initial lists, decoded a page of
   500 at a time as ``KubeClient.list_pages`` does, into ``Scheduler.add_node``/``add_pod``, the snapshot
-  refreshed; then the intake's listing of the same objects as frames through ``IntakeLink`` into
-  ``SchedulerService.node_event``/``pod_event`` (the resync's bookkeeping; the cache keeps what it holds).
+  refreshed.
 - **watched** (objects that arrive while it runs): only the frames, through ``IntakeLink`` and the service.
 - **pending**: unbound pods of a served scheduler name through the frames into the queue.
 
@@ -249,10 +250,9 @@ class IntakeProcess:
         from kopf._cogs.structs import ephemera, references
         from kopf._core.actions import lifecycles
         from kopf._core.engines import indexing, posting
-        from kopf._core.reactor import inventory
 
         from kopf_scheduler.handlers.intake import _forwarder
-        from kopf_scheduler.handlers.lifecycle import configure, new_registry
+        from kopf_scheduler.handlers.lifecycle import NoMemories, configure, new_registry
         from kopf_scheduler.service.gc_freeze import FreezeAfterListing
         from kopf_scheduler.service.intake_link import NODES, PODS, FrameWriter
 
@@ -270,7 +270,7 @@ class IntakeProcess:
             self.resources[plural] = references.Resource(
                 "", "v1", plural, kind=kind, namespaced=plural == "pods", verbs=frozenset({"list", "watch"})
             )
-        self.memories = inventory.ResourceMemories()
+        self.memories = NoMemories()
         self.memobase = ephemera.AnyMemo(ephemera.Memo())
         self.indexers = indexing.OperatorIndexers()
         self.lifecycle = lifecycles.get_default_lifecycle()
@@ -374,7 +374,7 @@ async def intake_census(sizes: Sizes) -> dict[str, Growth]:
 
     async def listed(plural: str, make: Callable[[int], dict[str, Any]], first: int, count: int) -> None:
         for i in range(first, first + count):
-            await proc.event(plural, None, make(i))
+            await proc.event(plural, "ADDED", make(i))
             if i % 64 == 0:
                 await asyncio.sleep(0)  # the frames' flush, as the event loop runs it
         await asyncio.sleep(0)
@@ -391,13 +391,11 @@ async def intake_census(sizes: Sizes) -> dict[str, Growth]:
 
 
 async def scheduling_census(sizes: Sizes, *, initial_list: bool) -> dict[str, Growth]:
-    """With ``initial_list``: as at start-up (the lists, then the intake's listing of the same objects);
-    without: the objects arrive as watch events only."""
+    """With ``initial_list``: as at start-up (the lists); without: the objects arrive as watch events."""
     from kopf_scheduler.service.intake_link import NODES, PODS
 
     proc = SchedulingProcess()
     all_nodes = sizes.nodes[1]
-    event = None if initial_list else "ADDED"
 
     def pod(i: int) -> dict[str, Any]:
         return served_pod(i, all_nodes, BENCH_SCHEDULER)
@@ -410,7 +408,8 @@ async def scheduling_census(sizes: Sizes, *, initial_list: bool) -> dict[str, Gr
                     for obj in page:
                         add(obj)
                     del page
-            proc.frames(channel, event, (make(i) for i in range(first, first + count)))
+            else:
+                proc.frames(channel, "ADDED", (make(i) for i in range(first, first + count)))
             proc.refresh()
 
         return feed
@@ -442,8 +441,8 @@ async def pending_census(sizes: Sizes) -> dict[str, Growth]:
 
 
 LAYERS = {
-    "intake": "watch intake process: Kopf's records and the intake's handling (listing events)",
-    "scheduling_startup": "scheduling process, objects from the initial lists, then the intake's listing",
+    "intake": "watch intake process: what Kopf and the intake's handlers keep of watch events",
+    "scheduling_startup": "scheduling process, objects from the initial lists",
     "scheduling_watched": "scheduling process, objects from watch events only",
     "scheduling_pending": "scheduling process, unbound pods in the queue",
 }

@@ -26,7 +26,7 @@ import kopf
 import uvloop
 
 from kopf_scheduler.handlers import logs
-from kopf_scheduler.handlers.lifecycle import configure, new_registry
+from kopf_scheduler.handlers.lifecycle import NoMemories, configure, new_registry
 from kopf_scheduler.handlers.resume import ResumeListings
 from kopf_scheduler.service.gc_freeze import FreezeAfterListing
 from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame, parse_go
@@ -99,7 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     # lets the intake run until asyncio's run queue is empty, which uvloop does not show.)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         registry = registry_for(args.fd, left_out)
-        kopf.run(loop=runner.get_loop(), registry=registry, clusterwide=True, standalone=True)
+        kopf.run(
+            loop=runner.get_loop(),
+            registry=registry,
+            memories=NoMemories(),
+            clusterwide=True,
+            standalone=True,
+        )
     return 0
 
 

@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import kopf
+from kopf._core.reactor import inventory
 
 from kopf_scheduler.handlers import login
 from kopf_scheduler.handlers.resume import ResumeListings
@@ -51,6 +52,25 @@ class NoProgress(kopf.ProgressStorage):
 
     def clear(self, *, essence: kopf.BodyEssence) -> kopf.BodyEssence:
         return essence
+
+
+class NoMemories(inventory.ResourceMemories):
+    """Kopf remembers every object it has seen until it is deleted (a ``ResourceMemory`` with its memo,
+    daemons, throttling and indexing records: about 600 bytes, and its uid as key), for handlers that run
+    again later. The intake process has ``on.event`` handlers only, none of which reads such a record:
+    each event gets a fresh one (Kopf's ``ephemeral``), kept for none (``intake``: ``kopf.run``)."""
+
+    async def recall(
+        self,
+        raw_body: kopf.RawBody,
+        *,
+        memobase: Any = None,
+        noticed_by_listing: bool = False,
+        ephemeral: bool = False,
+    ) -> inventory.ResourceMemory:
+        return await super().recall(
+            raw_body, memobase=memobase, noticed_by_listing=noticed_by_listing, ephemeral=True
+        )
 
 
 #: seconds a Kopf per-object worker waits for the object's next event before it ends
