@@ -428,7 +428,7 @@ def run_failover(kind: str, opts: Any) -> dict[str, Any]:
         record["error"] = f"{type(e).__name__}: {e}"
     finally:
         for replica in (leader, standby):
-            if not record["complete"] and replica.component is not None:
+            if (opts.keep_logs or not record["complete"]) and replica.component is not None:
                 logs = opts.results_dir / "logs" / opts.stamp
                 logs.mkdir(parents=True, exist_ok=True)
                 with contextlib.suppress(OSError):
@@ -496,4 +496,9 @@ def register(sub: Any, results_dir: Path) -> None:
     p.add_argument("--quiet-wait", type=float, default=60.0, help="as for run")
     p.add_argument("--results-dir", default=str(results_dir))
     p.add_argument("--no-report", action="store_true", help="do not regenerate bench/RESULTS.md")
+    p.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="keep both replicas' logs in results/logs (always when a run fails)",
+    )
     p.set_defaults(func=cmd_failover)
