@@ -63,11 +63,16 @@ class HeapSettler:
         #: called with the compaction task once started (the operator's supervisor watches it)
         self.watch: Callable[[asyncio.Task[None]], object] | None = None
 
-    def start(self) -> None:
+    def start(self, *, collect: bool = True) -> None:
         """Collects and freezes what exists now (the cluster just listed); from then on, freezes the
-        survivors of every full pass and compacts periodically. Call from the event loop."""
+        survivors of every full pass and compacts periodically. Call from the event loop. ``collect``
+        False: freezes without the full collection first, for a heap just loaded by ``collector_paused``
+        (nothing there to free; at 150,000 pods the collection held the start-up up for seconds)."""
         self._loop = asyncio.get_running_loop()
-        self.compact()
+        if collect:
+            self.compact()
+        else:
+            gc.freeze()
         if self._after_collection not in gc.callbacks:
             gc.callbacks.append(self._after_collection)
         self._task = self._loop.create_task(self._compact_periodically(), name="heap-compaction")

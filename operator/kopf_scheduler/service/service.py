@@ -235,7 +235,7 @@ class SchedulerService:
         log.info("initial lists: %d nodes, %d pods, profiles serving %s", nodes, pods, serving)
         # the first snapshot copies every node: made now, not in the first pod's cycle
         self.scheduler.cache.update_snapshot(self.scheduler.snapshot)
-        self.heap.start()
+        self.heap.start(collect=False)  # the lists were loaded and frozen without garbage to collect
         self.synced.set()
 
     async def _list_nodes_and_pods(self) -> tuple[int, int]:

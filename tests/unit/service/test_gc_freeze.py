@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kopf_scheduler.service.gc_freeze import FreezeAfterListing, HeapSettler
+from kopf_scheduler.service.gc_freeze import FreezeAfterListing, HeapSettler, collector_paused
 
 
 class _Node:
@@ -112,3 +112,30 @@ async def test_stopping_drops_a_pending_freeze() -> None:
     await freezer.stop()
     now[0] = 1.0
     assert not await _frozen_within(0.2)
+
+
+async def test_start_after_a_paused_load_freezes_without_a_full_collection() -> None:
+    """The scheduling process's start-up lists are loaded with the collector paused (and frozen): the
+    settler then freezes what came since without walking the whole heap once more."""
+    gc.unfreeze()
+    full_passes: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info.get("generation") == 2:
+            full_passes.append(1)
+
+    gc.callbacks.append(count)
+    heap = HeapSettler(compact_every=3600)
+    try:
+        with collector_paused():
+            loaded = [_Node() for _ in range(1000)]
+        made_after = [_Node() for _ in range(10)]
+        heap.start(collect=False)
+        assert not full_passes
+        assert gc.get_freeze_count() >= len(loaded) + len(made_after)
+        heap.compact()
+        assert full_passes  # a compaction is one full pass
+    finally:
+        gc.callbacks.remove(count)
+        await heap.stop()
+        gc.unfreeze()
