@@ -9,6 +9,7 @@ summed over the tree: read it before the process is stopped. Whole-machine busy 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -84,6 +85,39 @@ def peak_rss_bytes(pid: int) -> int:
 def rss_bytes(pid: int, *, tree: bool = True) -> int:
     """Resident set (``VmRSS``) of ``pid`` (summed over its live descendants, with ``tree``)."""
     return sum(_status_kib(p, "VmRSS") for p in (process_tree(pid) if tree else [pid])) * 1024
+
+
+#: the ``st`` column of ``/proc/net/tcp``: an established connection
+TCP_ESTABLISHED = "01"
+
+
+def tcp_connections(pid: int, remote_port: int | None = None) -> int:
+    """Established TCP connections of ``pid`` alone (to ``remote_port`` when given): the rows of
+    ``/proc/<pid>/net/tcp`` and ``tcp6`` whose socket inode is one of the process's open descriptors
+    (0 when it is gone)."""
+    inodes: set[str] = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    except OSError:
+        return 0
+    count = 0
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            # sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != TCP_ESTABLISHED or fields[9] not in inodes:
+                continue
+            if remote_port is None or int(fields[2].rsplit(":", 1)[1], 16) == remote_port:
+                count += 1
+    return count
 
 
 def machine_busy_seconds() -> float:

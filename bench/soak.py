@@ -33,11 +33,13 @@ import contextlib
 import dataclasses
 import json
 import shutil
+import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -89,7 +91,7 @@ class ProcessRss:
     """The resident set of the scheduling process (alone) and of its watch intake process every
     ``interval`` seconds, each sampled by a ``runner.RssSampler`` of its own."""
 
-    def __init__(self, pid: int, interval: float = RSS_INTERVAL) -> None:
+    def __init__(self, pid: int, interval: float = RSS_INTERVAL, api_port: int | None = None) -> None:
         intake = 0
 
         def intake_rss() -> int:
@@ -102,18 +104,43 @@ class ProcessRss:
             "scheduling": RssSampler(pid, interval, read=lambda: procstats.rss_bytes(pid, tree=False)),
             "intake": RssSampler(pid, interval, read=intake_rss),
         }
+        #: the scheduling process's established TCP connections to the API server, sampled alike
+        self.connections = RssSampler(
+            pid, interval, read=lambda: procstats.tcp_connections(pid, remote_port=api_port)
+        )
 
     @property
     def samples(self) -> dict[str, list[tuple[float, int]]]:
         return {name: sampler.samples for name, sampler in self.samplers.items()}
 
     def start(self) -> None:
-        for sampler in self.samplers.values():
+        for sampler in (*self.samplers.values(), self.connections):
             sampler.start()
 
     def stop(self) -> None:
-        for sampler in self.samplers.values():
+        for sampler in (*self.samplers.values(), self.connections):
             sampler.stop()
+
+
+def connection_fields(samples: list[tuple[float, int]]) -> dict[str, Any]:
+    """The scheduling process's connections to the API server: the samples (``[s, count]``), the first,
+    the peak, and the medians of the third tenth and of the last tenth of the phase (as ``rss_growth``
+    reads the resident set), so its growth can be read against theirs."""
+    if not samples:
+        return {}
+    span = samples[-1][0]
+
+    def median(lo: float, hi: float) -> float | None:
+        values = [v for t, v in samples if lo * span <= t <= hi * span]
+        return statistics.median(values) if values else None
+
+    return {
+        "progress": [[round(t, 1), v] for t, v in samples],
+        "start": samples[0][1],
+        "peak": max(v for _, v in samples),
+        "after_warmup": median(0.2, 0.3),
+        "end": median(0.9, 1.0),
+    }
 
 
 def memory_fields(samples: dict[str, list[tuple[float, int]]]) -> dict[str, Any]:
@@ -233,7 +260,7 @@ def run_soak(opts: Any) -> dict[str, Any]:
         assert isinstance(companion, churn.Churner)
         churner = companion
         gang_churn = GangChurn(api, opts.gang_interval, opts.gang_lifetime, opts.held_every)
-        rss = ProcessRss(sched.pid)
+        rss = ProcessRss(sched.pid, api_port=urlsplit(cluster.server).port)
         names = [f"soak-{i}" for i in range(pods)]
         bodies = [_encode(default_pod(n, MEASURED_NAMESPACE, sched.scheduler_name)) for n in names]
         load = PodLoad(api, MEASURED_NAMESPACE, names, bodies, rate=opts.pod_rate, lifetime=opts.pod_lifetime)
@@ -268,6 +295,7 @@ def run_soak(opts: Any) -> dict[str, Any]:
             }
         )
         record["memory"] = memory_fields(rss.samples)
+        record["api_connections"] = connection_fields(rss.connections.samples)
         record.update(gang_churn.summary())
         record["gang_problems"] = gang_churn.problems()
         record.update(rotator.summary())
@@ -322,6 +350,11 @@ def summary(record: dict[str, Any]) -> str:
             f"{name} RSS {m.get('rss_start_mib')} -> {m.get('rss_after_warmup_mib')} -> "
             f"{m.get('rss_end_mib')} MiB ({'-' if growth is None else f'{100 * growth:+.1f}%'})"
         )
+    conns = record.get("api_connections") or {}
+    parts.append(
+        f"API connections {conns.get('start')} -> {conns.get('after_warmup')} -> {conns.get('end')} "
+        f"(peak {conns.get('peak')})"
+    )
     head = "complete" if record["complete"] else f"FAILED: {record['error']}"
     return (
         f"{head}\n    {'; '.join(parts)}\n    pods {record.get('bound')}/{record['pods']} bound, "

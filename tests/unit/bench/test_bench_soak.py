@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bench import gang_churn, gangs, report, rotation, soak
+from bench import gang_churn, gangs, procstats, report, rotation, soak
 from bench.__main__ import parser
 from bench.runner import rss_growth
 
@@ -44,6 +46,28 @@ def test_memory_fields_judge_each_process_against_five_percent() -> None:
     assert fields["intake"]["flat"] is False
     assert fields["intake"]["rss_peak_mib"] == 66.0
     assert fields["none"]["flat"] is None and fields["none"]["rss_start_mib"] is None
+
+
+def test_connections_to_the_api_server_are_counted_per_process() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        before = procstats.tcp_connections(os.getpid(), remote_port=port)
+        with socket.create_connection(("127.0.0.1", port)), socket.create_connection(("127.0.0.1", port)):
+            accepted = [server.accept()[0] for _ in range(2)]
+            # the two ends this process opened to the port, not the two it accepted (or the listener)
+            assert procstats.tcp_connections(os.getpid(), remote_port=port) == before + 2
+            assert procstats.tcp_connections(os.getpid()) >= before + 4
+            for conn in accepted:
+                conn.close()
+    assert procstats.tcp_connections(2**22 + 1) == 0  # no such process
+
+
+def test_connection_fields_read_like_the_growth() -> None:
+    samples = [(i * 5.0, 10 if i < 30 else 40) for i in range(121)]
+    fields = soak.connection_fields(samples)
+    assert (fields["start"], fields["peak"], fields["after_warmup"], fields["end"]) == (10, 40, 40, 40)
+    assert fields["progress"][0] == [0.0, 10]
+    assert soak.connection_fields([]) == {}
 
 
 def test_the_scheduler_reads_a_rotated_token_from_the_token_file(tmp_path: Path) -> None:
