@@ -65,10 +65,15 @@ class GroupMembersIndex:
             self.on_change(group)
 
     def members(self, namespace: str, group: str) -> Sequence[PodInfo]:
+        """The group's pods; the same tuple until the group changes. A group without pods is not kept:
+        asking for the groups of a churn (each named once, gone once deleted) must not pile them up."""
         key = (namespace, group)
         found = self._listed.get(key)
         if found is None:
-            found = self._listed[key] = tuple((self._groups.get(key) or {}).values())
+            pods = self._groups.get(key)
+            if not pods:
+                return ()
+            found = self._listed[key] = tuple(pods.values())
         return found
 
     def groups(self) -> list[_Group]:

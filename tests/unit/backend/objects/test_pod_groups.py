@@ -110,3 +110,20 @@ def test_finished_pods_are_members_the_plugin_does_not_count() -> None:
     done = PodInfo(make_pod().name("x").node("n").set("status.phase", "Failed").obj())
     assert is_finished(done)
     assert not is_finished(_pod("a", "pg"))
+
+
+def test_groups_come_and_go_without_leaving_anything_behind() -> None:
+    """A churn of gangs, each group named once, asked for while it has pods and after it is gone (as the
+    PodGroup status keeper and Coscheduling ask): the index ends holding nothing."""
+    index = GroupMembersIndex()
+    for i in range(100):
+        pods = [_pod(f"g{i}-{m}", f"group-{i}") for m in range(4)]
+        for pod in pods:
+            index.update(pod)
+        assert len(index.members("ns", f"group-{i}")) == 4
+        for pod in pods:
+            index.remove(pod.uid)
+        assert index.members("ns", f"group-{i}") == ()
+        assert index.members("ns", f"never-{i}") == ()
+    assert len(index) == 0 and index.groups() == []
+    assert not index._listed  # no member tuple kept for a group that is gone
