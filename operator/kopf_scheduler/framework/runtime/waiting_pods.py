@@ -49,7 +49,10 @@ class WaitingPod:
         return self._finish(error(message, plugin=plugin))
 
     def _finish(self, status: Status | None) -> bool:
-        for timer in self._timers:
+        # The timers go with the wait: each cancelled one would otherwise hold this pod through its
+        # frame while the pod holds it, a reference cycle only a full collection frees.
+        timers, self._timers = self._timers, []
+        for timer in timers:
             timer.cancel()
         if self._result.done():
             return False
