@@ -32,7 +32,7 @@ from kopf_scheduler.framework.interface import (
 from kopf_scheduler.framework.node_info import NodeInfo
 from kopf_scheduler.framework.node_table import NodeTable
 from kopf_scheduler.framework.pod_info import PodInfo
-from kopf_scheduler.framework.runtime.framework import Framework, NodeStatuses
+from kopf_scheduler.framework.runtime.framework import NOMINATED_COPIES_SLACK, Framework, NodeStatuses
 from kopf_scheduler.framework.status import SKIP, WAIT, Code, Status, error, unresolvable, unschedulable
 from kopf_scheduler.plugins.node_resources_fit import Args as FitArgs
 from kopf_scheduler.plugins.node_resources_fit import NodeResourcesFit
@@ -377,6 +377,30 @@ def test_each_pod_sees_a_nominated_node_as_it_is_now() -> None:
     assert not fits()
     node.remove_pod(bound)
     assert fits()
+
+
+def test_copies_of_nodes_no_longer_nominated_are_dropped() -> None:
+    """Each copy holds a whole node and its nominees: once the nominees are gone (a gang deleted, its
+    members bound), the copies go too, beyond a few kept for the next pods."""
+    names = [f"n{i}" for i in range(200)]
+    snapshot = _snapshot(names, cpu="1")
+    framework = _framework(filter=[NodeResourcesFit(FitArgs())])
+    framework.nominator = nominator = Nominator(
+        {n: [_pod(f"nominee-{n}", priority=10, cpu="600m")] for n in names}
+    )
+    everywhere = frozenset(names)
+    pod = _pod(priority=10, cpu="300m")
+    assert (
+        len(_find(framework, snapshot, list(range(200)), 200, pod=pod, nominated=everywhere).feasible) == 200
+    )
+    assert len(framework._nominated_copies) == 200  # one copy per nominated node, kept for the next pod
+    nominator.pods = {"n7": nominator.pods["n7"]}
+    assert len(_find(framework, snapshot, [7], 1, pod=pod, nominated=frozenset({"n7"})).feasible) == 1
+    assert list(framework._nominated_copies) == ["n7"]
+    nominator.pods = {}
+    for _ in range(3):
+        assert len(_find(framework, snapshot, list(range(200)), 10, pod=pod).feasible) == 10
+    assert len(framework._nominated_copies) <= NOMINATED_COPIES_SLACK
 
 
 # -- pre-filter -----------------------------------------------------------------------------------------

@@ -75,6 +75,8 @@ P = TypeVar("P", bound=Plugin)
 
 #: the smallest number of candidates filtered at once
 MIN_FILTER_CHUNK = 256
+#: copies of nominated nodes (``_with_nominated``) kept beyond the nodes nominated for the pod at hand
+NOMINATED_COPIES_SLACK = 64
 
 
 def _call_error(plugin: Plugin, point: str, exc: BaseException) -> Status:
@@ -613,8 +615,12 @@ class Framework:
         """
         statuses = NodeStatuses(self, state, pod, snapshot)
         filters = self.cycle_filters(state)
-        if len(self._nominated_copies) > len(snapshot.node_infos) + 64:  # names of nodes gone since
-            self._nominated_copies.clear()
+        copies = self._nominated_copies
+        if len(copies) > len(nominated_nodes) + NOMINATED_COPIES_SLACK:
+            # copies of nodes no longer nominated (or gone): none can serve this pod, and each holds a
+            # whole node and pods that may have been deleted since
+            for name in [name for name in copies if name not in nominated_nodes]:
+                del copies[name]
         found: list[np.ndarray] = []
         wanted, start, total = num_to_find, 0, len(candidates)
         step = max(num_to_find + num_to_find // 2, MIN_FILTER_CHUNK)
