@@ -58,6 +58,14 @@ class Answer:
     body: bytes
 
 
+class _NoCallbacks:
+    """What a closed connection's parser calls back: nothing (see ``_Connection.connection_lost``)."""
+
+
+#: the parser of every closed connection
+_CLOSED_PARSER = httptools.HttpResponseParser(_NoCallbacks())
+
+
 class _Connection(asyncio.Protocol):
     """One connection: a request at a time, its answer fed to llhttp as it arrives."""
 
@@ -92,6 +100,15 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        try:
+            self._lost(exc)
+        finally:
+            # The parser calls back into this connection, a reference cycle: once broken, a closed
+            # connection (its TLS state included) is freed at once, not by a full collection, which
+            # never comes for one frozen while it was open (``service.gc_freeze``).
+            self.parser = _CLOSED_PARSER
+
+    def _lost(self, exc: Exception | None) -> None:
         waiter = self.waiter
         if waiter is None or waiter.done():
             return

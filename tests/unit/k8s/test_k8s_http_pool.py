@@ -5,6 +5,8 @@ cancellation and the connection limit. What the server received is checked from 
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -297,3 +299,22 @@ async def test_rest_client_writes_the_request_a_server_expects(server: tuple[Ser
     assert seen.headers["content-type"] == "application/merge-patch+json"
     assert seen.body == b'{"a":1}' and "accept-encoding" not in seen.headers
     await rest.close()
+
+
+async def test_a_closed_connection_is_freed_without_the_cyclic_collector(server: tuple[Server, int]) -> None:
+    """The scheduler freezes what survives a full collection (``service.gc_freeze``): a closed connection
+    caught in a reference cycle would keep its TLS state until the next compaction."""
+    _, port = server
+    pool = HttpPool("127.0.0.1", port)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert (await pool.request("GET", get(), 5)).status == 200
+        gone = weakref.ref(pool._idle[-1])
+        await pool.close()  # its idle connection is closed
+        for _ in range(5):
+            await asyncio.sleep(0)  # connection_lost runs
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
