@@ -13,8 +13,8 @@ process keeps them with:
   watches go on from the scheduling process's lists). Kopf's watch and its per-object workers are not
   driven: a worker ends 0.5 s after its object's last event.
 - **start-up** (the scheduling process as the benchmark starts it): the initial lists, decoded a page of
-  500 at a time as ``KubeClient.list_pages`` does, into ``Scheduler.add_node``/``add_pod``, the snapshot
-  refreshed.
+  ``service.START_PAGE`` objects at a time as the service lists them, into
+  ``Scheduler.add_node``/``add_pod``, the snapshot refreshed.
 - **watched** (objects that arrive while it runs): only the frames, through ``IntakeLink`` and the service.
 - **pending**: unbound pods of a served scheduler name through the frames into the queue.
 
@@ -47,8 +47,6 @@ from bench.workloads import INIT_NAMESPACE, default_pod, init_pod_name, node_nam
 
 #: the pods per node of ``MemoryAtScale`` (5,000 nodes, 50,000 bound pods)
 PODS_PER_NODE = 10
-#: objects per page of the scheduler's initial lists (``KubeClient.list_pages``)
-LIST_PAGE = 500
 #: frames written to the pipe before the reading end drains it (under the pipe's 64 KiB)
 FRAMES_PER_WRITE = 8
 #: allocation sites reported per layer and object
@@ -142,8 +140,10 @@ def list_pages(
 ) -> Iterator[list[dict[str, Any]]]:
     """The objects ``first..first+count`` as ``KubeClient.list_pages`` yields them: each page one JSON
     body decoded at once (its repeated keys are then one string per page)."""
-    for start in range(first, first + count, LIST_PAGE):
-        items = [make(i) for i in range(start, min(first + count, start + LIST_PAGE))]
+    from kopf_scheduler.service.service import START_PAGE  # the service's pages
+
+    for start in range(first, first + count, START_PAGE):
+        items = [make(i) for i in range(start, min(first + count, start + START_PAGE))]
         body = json.dumps({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}).encode()
         del items
         data = json.loads(body)
