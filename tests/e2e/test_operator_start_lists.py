@@ -16,12 +16,12 @@ import pytest
 from operator_harness import Operators, Scope
 
 from kopf_scheduler.devcluster.harness import ClusterHarness, pod_manifest
+from kopf_scheduler.service.service import START_PAGE as PAGE
 
 pytestmark = pytest.mark.e2e
 
-#: pods bound before the start (more than one page of 500)
+#: pods bound before the start (more than one page of Kopf's lists, which are of 500)
 EXISTING = 700
-PAGE = 500
 
 
 def pod_lists(cp: ClusterHarness) -> int:
