@@ -20,12 +20,9 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from kopf_scheduler.service.intake_link import channel
+
 log = logging.getLogger("kopf_scheduler")
-
-
-def channel_of(resource: Any) -> str:
-    """The intake channel of a Kopf resource (``intake_link.channel``: plural, then group if any)."""
-    return f"{resource.plural}.{resource.group}" if resource.group else str(resource.plural)
 
 
 class ResumeListings:
@@ -61,7 +58,7 @@ class ResumeListings:
 
     def _replacing(self, original: Callable[..., AsyncIterator[Any]]) -> Any:
         async def fetch_objs(*, resource: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            name = channel_of(resource)
+            name = channel(resource)
             version = self.versions.pop(name, None)
             if version is None:
                 async for chunk in original(resource=resource, **kwargs):

@@ -52,8 +52,16 @@ PROFILES = "schedulingprofiles"
 READY = "ready"
 
 
-def channel(kind: ObjectKind[Any]) -> str:
-    """The channel of one of ``WATCHED_KINDS``: its plural and group (``services``, ``replicasets.apps``)."""
+class _Resource(Protocol):
+    @property
+    def plural(self) -> str: ...
+    @property
+    def group(self) -> str: ...
+
+
+def channel(kind: _Resource) -> str:
+    """The channel of one of ``WATCHED_KINDS`` (or of Kopf's resource of it): its plural and group
+    (``services``, ``replicasets.apps``)."""
     return f"{kind.plural}.{kind.group}" if kind.group else kind.plural
 
 

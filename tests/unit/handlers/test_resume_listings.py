@@ -14,7 +14,8 @@ import pytest
 from kopf._cogs.clients import fetching, watching
 from kopf._cogs.structs import references
 
-from kopf_scheduler.handlers.resume import ResumeListings, channel_of
+from kopf_scheduler.handlers.resume import ResumeListings
+from kopf_scheduler.service.intake_link import channel
 
 PODS = references.Resource("", "v1", "pods", namespaced=True)
 NODES = references.Resource("", "v1", "nodes", namespaced=False)
@@ -115,8 +116,8 @@ def test_uninstall_gives_kopf_its_own_listing_back(monkeypatch: pytest.MonkeyPat
 
 
 def test_channels_are_named_as_the_intake_names_them() -> None:
-    assert channel_of(PODS) == "pods"
-    assert channel_of(CLAIMS) == "resourceclaims.resource.k8s.io"
+    assert channel(PODS) == "pods"
+    assert channel(CLAIMS) == "resourceclaims.resource.k8s.io"
 
 
 def test_without_kopfs_listing_function_nothing_is_replaced(
