@@ -30,6 +30,7 @@ from kopf_scheduler.handlers.lifecycle import NoMemories, configure, new_registr
 from kopf_scheduler.handlers.resume import ResumeListings
 from kopf_scheduler.service.gc_freeze import FreezeAfterListing
 from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame, parse_go
+from kopf_scheduler.service.malloc_trim import MallocTrim
 
 
 def registry_for(fd: int, left_out: frozenset[str] = frozenset()) -> kopf.OperatorRegistry:
@@ -40,15 +41,19 @@ def registry_for(fd: int, left_out: frozenset[str] = frozenset()) -> kopf.Operat
     # Kopf keeps a record of every listed object: freezing them once listed keeps the collector's full
     # passes (every few seconds while pods arrive) from walking the whole cluster while events wait.
     freezer = FreezeAfterListing()
+    # Each event passes through and is dropped: what grows is the allocator's free memory, given back.
+    trim = MallocTrim()
 
     @kopf.on.startup(registry=registry)
     async def connect(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
         await pipe.connect(fd, on_lost=lambda: os._exit(1))  # no one to hand events to
+        trim.start()
 
     @kopf.on.cleanup(registry=registry)
     async def disconnect(**_: Any) -> None:
         await freezer.stop()
+        await trim.stop()
 
     for watch in WATCHES:
         if watch.channel in left_out:
