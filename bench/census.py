@@ -253,7 +253,6 @@ class IntakeProcess:
 
         from kopf_scheduler.handlers.intake import _forwarder
         from kopf_scheduler.handlers.lifecycle import NoMemories, configure, new_registry
-        from kopf_scheduler.service.gc_freeze import FreezeAfterListing
         from kopf_scheduler.service.intake_link import NODES, PODS, FrameWriter
 
         self.settings = kopf.OperatorSettings()
@@ -261,11 +260,10 @@ class IntakeProcess:
         self.registry = new_registry()
         self.pipe = FrameWriter()
         self.pipe.transport = _NoReader()  # type: ignore[assignment]
-        self.freezer = FreezeAfterListing(quiet=3600.0)  # never frozen while measured
         self.resources = {}
         for plural, channel, kind in (("pods", PODS, "Pod"), ("nodes", NODES, "Node")):
             kopf.on.event("", "v1", plural, id=f"{plural}_intake", registry=self.registry)(
-                _forwarder(channel, self.pipe, self.freezer)
+                _forwarder(channel, self.pipe)
             )
             self.resources[plural] = references.Resource(
                 "", "v1", plural, kind=kind, namespaced=plural == "pods", verbs=frozenset({"list", "watch"})
@@ -294,7 +292,6 @@ class IntakeProcess:
 
     async def close(self) -> None:
         await asyncio.sleep(0)  # the last frames' flush
-        await self.freezer.stop()
 
 
 # -- the scheduling process -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import sys
@@ -28,7 +29,6 @@ import uvloop
 from kopf_scheduler.handlers import logs
 from kopf_scheduler.handlers.lifecycle import NoMemories, configure, new_registry
 from kopf_scheduler.handlers.resume import ResumeListings
-from kopf_scheduler.service.gc_freeze import FreezeAfterListing
 from kopf_scheduler.service.intake_link import READY, WATCHES, FrameWriter, frame, parse_go
 from kopf_scheduler.service.malloc_trim import MallocTrim
 
@@ -38,9 +38,6 @@ def registry_for(fd: int, left_out: frozenset[str] = frozenset()) -> kopf.Operat
     ``left_out`` (kinds whose feature gate is off)."""
     registry = new_registry()
     pipe = FrameWriter()
-    # Kopf keeps a record of every listed object: freezing them once listed keeps the collector's full
-    # passes (every few seconds while pods arrive) from walking the whole cluster while events wait.
-    freezer = FreezeAfterListing()
     # Each event passes through and is dropped: what grows is the allocator's free memory, given back.
     trim = MallocTrim()
 
@@ -48,11 +45,13 @@ def registry_for(fd: int, left_out: frozenset[str] = frozenset()) -> kopf.Operat
     async def connect(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings)
         await pipe.connect(fd, on_lost=lambda: os._exit(1))  # no one to hand events to
+        # What is alive now (modules, Kopf's machinery) lives as long as the process: the collector's
+        # full passes skip it. Nothing later is frozen: each event passes through and is dropped.
+        gc.freeze()
         trim.start()
 
     @kopf.on.cleanup(registry=registry)
     async def disconnect(**_: Any) -> None:
-        await freezer.stop()
         await trim.stop()
 
     for watch in WATCHES:
@@ -61,14 +60,12 @@ def registry_for(fd: int, left_out: frozenset[str] = frozenset()) -> kopf.Operat
         handler = kopf.on.event(
             watch.group, watch.version, watch.plural, id=f"{watch.plural}_intake", registry=registry
         )
-        handler(_forwarder(watch.channel, pipe, freezer))
+        handler(_forwarder(watch.channel, pipe))
     return registry
 
 
-def _forwarder(name: str, pipe: FrameWriter, freezer: FreezeAfterListing) -> Any:
+def _forwarder(name: str, pipe: FrameWriter) -> Any:
     async def forward(event: kopf.RawEvent, **_: Any) -> None:
-        if event["type"] is None:  # an object of a listing
-            freezer.listed()
         pipe.send(name, event["type"], event["object"])
 
     return forward

@@ -7,12 +7,8 @@ full pass are frozen (``gc.freeze``): later passes only walk what was created si
 still freed by reference counting when the scheduler drops them; only reference cycles among them would
 wait, so every ``compact_every`` seconds the heap is unfrozen, collected once and frozen again.
 
-The watch intake process (``handlers.intake``) holds mostly what Kopf keeps per watched object, made by
-its listings, beside short-lived per-event workers. Freezing the survivors of every full pass there would
-also freeze the workers alive at that moment, and garbage cycles through them would wait for the next
-compaction while pods come and go, so its memory would creep. That process freezes once a listing is
-over instead (``FreezeAfterListing``): what the listing made is frozen, what comes later is left to the
-collector as usual.
+The watch intake process (``handlers.intake``) keeps nothing per object: it freezes once, when it has
+started, what it loaded to run, and leaves every event's objects to reference counting and the collector.
 
 While a process loads what lives on (the scheduling process's initial lists, ``simulate``'s input), the
 collector is off (``collector_paused``): its full passes over a heap that only grows would free nothing,
@@ -26,18 +22,15 @@ import asyncio
 import contextlib
 import gc
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kopf_scheduler.service.after_quiet import AfterQuiet, cancel
+from kopf_scheduler.service.after_quiet import cancel
 
 log = logging.getLogger(__name__)
 
 #: seconds between two full collections of the whole heap
 DEFAULT_COMPACT_EVERY = 600.0
-#: seconds without listed objects before a listing counts as over
-DEFAULT_LISTING_QUIET = 2.0
 
 
 @contextlib.contextmanager
@@ -103,25 +96,3 @@ class HeapSettler:
             await asyncio.sleep(self.compact_every)
             self.compact()
             log.debug("heap compacted: %d objects frozen", gc.get_freeze_count())
-
-
-class FreezeAfterListing:
-    """Compacts the heap (``HeapSettler.compact``) once a listing has had no object for ``quiet`` seconds:
-    the objects it made stay, so later full passes walk only what came since."""
-
-    def __init__(
-        self, quiet: float = DEFAULT_LISTING_QUIET, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._after_listing = AfterQuiet(self._freeze, quiet=quiet, clock=clock, name="heap-freeze")
-
-    def listed(self) -> None:
-        """An object of a listing was received. Call from the event loop."""
-        self._after_listing.signal()
-
-    @staticmethod
-    async def _freeze() -> None:
-        HeapSettler.compact()
-        log.debug("listing over: %d objects frozen", gc.get_freeze_count())
-
-    async def stop(self) -> None:
-        await self._after_listing.stop()

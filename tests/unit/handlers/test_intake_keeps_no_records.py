@@ -16,7 +16,6 @@ from kopf._core.reactor import inventory, processing
 
 from kopf_scheduler.handlers.intake import _forwarder
 from kopf_scheduler.handlers.lifecycle import NoMemories, configure, new_registry
-from kopf_scheduler.service.gc_freeze import FreezeAfterListing
 
 PODS = references.Resource("", "v1", "pods", kind="Pod", namespaced=True, verbs=frozenset({"list", "watch"}))
 
@@ -45,9 +44,8 @@ async def handle(
     configure(settings)
     registry = new_registry()
     pipe = Pipe()
-    freezer = FreezeAfterListing(quiet=3600.0)
     kopf.on.event("", "v1", "pods", id="pods_intake", registry=registry)(
-        _forwarder("pods", pipe, freezer)  # type: ignore[arg-type]
+        _forwarder("pods", pipe)  # type: ignore[arg-type]
     )
     for kind, obj in events:
         await processing.process_resource_event(
@@ -62,7 +60,6 @@ async def handle(
             event_queue=asyncio.Queue(),
             no_throttling=True,
         )
-    await freezer.stop()
     return pipe
 
 

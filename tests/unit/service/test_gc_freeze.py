@@ -1,6 +1,5 @@
 """HeapSettler: what survives a full collection is frozen, so the next full passes walk only new objects;
-compaction still reclaims reference cycles among frozen objects. FreezeAfterListing: what exists once a
-listing has been quiet is frozen, once per listing."""
+compaction still reclaims reference cycles among frozen objects."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kopf_scheduler.service.gc_freeze import FreezeAfterListing, HeapSettler, collector_paused
+from kopf_scheduler.service.gc_freeze import HeapSettler, collector_paused
 
 
 class _Node:
@@ -68,50 +67,6 @@ async def test_stop_removes_the_collector_hook() -> None:
     await heap.stop()
     gc.unfreeze()
     assert heap._after_collection not in gc.callbacks
-
-
-async def _frozen_within(seconds: float) -> bool:
-    for _ in range(int(seconds / 0.01)):
-        if gc.get_freeze_count():
-            return True
-        await asyncio.sleep(0.01)
-    return False
-
-
-async def test_what_a_listing_made_is_frozen_once_it_is_quiet() -> None:
-    gc.unfreeze()
-    now = [0.0]  # the freezer's clock: the quiet period is measured on it, not on the machine's
-    freezer = FreezeAfterListing(quiet=0.05, clock=lambda: now[0])
-    try:
-        listed = [_Node() for _ in range(1000)]
-        freezer.listed()
-        now[0] = 0.04
-        freezer.listed()  # the listing goes on: quiet from here
-        now[0] = 0.08
-        assert not await _frozen_within(0.2)  # the task woke, and found it not quiet for 0.05 yet
-        now[0] = 0.1
-        assert await _frozen_within(5)
-        assert gc.get_freeze_count() >= len(listed)
-        gc.unfreeze()
-        now[0] = 10.0
-        assert not await _frozen_within(0.2)  # once per listing
-        freezer.listed()  # a watch lists again
-        now[0] = 11.0
-        assert await _frozen_within(5)
-    finally:
-        await freezer.stop()
-        gc.unfreeze()
-
-
-async def test_stopping_drops_a_pending_freeze() -> None:
-    gc.unfreeze()
-    now = [0.0]
-    freezer = FreezeAfterListing(quiet=0.05, clock=lambda: now[0])
-    freezer.listed()
-    await asyncio.sleep(0)
-    await freezer.stop()
-    now[0] = 1.0
-    assert not await _frozen_within(0.2)
 
 
 async def test_start_after_a_paused_load_freezes_without_a_full_collection() -> None:
