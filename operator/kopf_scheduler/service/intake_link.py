@@ -148,6 +148,15 @@ WATCHES: tuple[Watch, ...] = (
 )
 
 
+def intake_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The intake process's environment: the scheduler's, with Python's objects allocated by the C
+    library's ``malloc`` (``PYTHONMALLOC=malloc``) unless it names an allocator itself. A watch that
+    reconnects gets the events it missed in one burst, decoded at once; with Python's own allocator the
+    few objects that outlive the burst keep whole 1 MiB arenas resident, while the C library's free pages
+    between them go back to the kernel at the next ``malloc_trim`` (``service.malloc_trim``)."""
+    return {**environ, "PYTHONMALLOC": environ.get("PYTHONMALLOC") or "malloc"}
+
+
 class IntakeLink:
     """Starts the intake process, feeds its events to ``sink``, and stops it."""
 
@@ -185,6 +194,7 @@ class IntakeLink:
                 pass_fds=(write_fd,),
                 start_new_session=True,
                 stdin=asyncio.subprocess.PIPE,
+                env=intake_environment(os.environ),
             )
         except BaseException:
             os.close(read_fd)

@@ -41,6 +41,7 @@ from kopf_scheduler.service.config_file import load_profiles
 from kopf_scheduler.service.feature_gates import resolve_feature_gates
 from kopf_scheduler.service.gc_freeze import HeapSettler, collector_paused
 from kopf_scheduler.service.intake_link import NODES, PDBS, PODS, channel
+from kopf_scheduler.service.malloc_trim import MallocTrim
 from kopf_scheduler.service.metrics import SchedulerMetrics
 from kopf_scheduler.service.podgroup_status import PodGroupStatusKeeper
 from kopf_scheduler.service.profiles import ProfileManager
@@ -127,6 +128,8 @@ class SchedulerService:
         self._tasks: list[asyncio.Task[Any]] = []
         self.heap = HeapSettler()
         self.heap.watch = lambda task: self.supervisor.watch(task)
+        # the allocator's free pages after bursts (a credential reload, a queue flush) go back
+        self.trim = MallocTrim()
         # small pages: decoding one is a short pause of the loop, not a long one
         self.resync = Resync(
             self.scheduler,
@@ -241,6 +244,7 @@ class SchedulerService:
         # the first snapshot copies every node: made now, not in the first pod's cycle
         self.scheduler.cache.update_snapshot(self.scheduler.snapshot)
         self.heap.start(collect=False)  # the lists were loaded and frozen without garbage to collect
+        self.trim.start()
         self.synced.set()
 
     async def _list_nodes_and_pods(self) -> tuple[int, int]:
@@ -355,6 +359,7 @@ class SchedulerService:
         await self.scheduler.close_extenders()
         await self.client.close()
         await self.heap.stop()
+        await self.trim.stop()
         if self.metrics_server is not None:
             await asyncio.to_thread(self.metrics_server.stop)
 
