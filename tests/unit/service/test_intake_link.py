@@ -226,6 +226,33 @@ def test_stopping_ends_the_intake_process_without_a_failure(
         os.kill(pid, 0)  # gone and reaped
 
 
+REPORT = "{'metadata': {'name': os.environ['PYTHONMALLOC']}}"
+
+
+@pytest.mark.parametrize(("given", "used"), [(None, "malloc"), ("pymalloc", "pymalloc")])
+def test_the_intake_process_allocates_with_malloc_unless_told_otherwise(
+    given: str | None, used: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The intake process gets ``PYTHONMALLOC=malloc`` (its free memory after a burst of events can then
+    be trimmed); an allocator the scheduler's own environment names is kept."""
+    if given is None:
+        monkeypatch.delenv("PYTHONMALLOC", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONMALLOC", given)
+
+    async def run() -> Sink:  # the stand-in reports the allocator it was given as a pod's name
+        then = f"os.write(fd, frame({intake_link.PODS!r}, 'ADDED', {REPORT})); time.sleep(60)"
+        link, sink, _ = _link(tmp_path, [], chunk=4096, then=then)
+        await link.start()
+        link.go()
+        await until(lambda: bool(sink.seen), timeout=10)
+        await link.stop()
+        return sink
+
+    sink = asyncio.run(run())
+    assert sink.seen == [("pod", "ADDED", _obj(used))]
+
+
 def test_the_intake_process_of_another_parent_exits_at_once() -> None:
     """The intake module's own start-up check: handed a parent that is not its parent, it exits at once
     (the kernel's PR_SET_PDEATHSIG covers a parent that dies later)."""
