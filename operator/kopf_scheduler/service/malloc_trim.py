@@ -1,4 +1,4 @@
-"""Handing the C allocator's free memory back to the kernel, in a process whose heap is all churn.
+"""Handing the C allocator's free memory back to the kernel, in both processes of ``kopf-scheduler run``.
 
 The watch intake process (``handlers.intake``) keeps almost nothing: each watch event is read, decoded,
 written to the pipe and dropped. Its live memory stays level, but glibc's allocator does not give back
@@ -7,6 +7,11 @@ that passes through (event bodies, TLS records, pipe frames, connections made ag
 re-authentication): under hours of churn the process's resident set crept up by about half a MiB a
 minute while the bytes in use did not move. ``malloc_trim(0)`` returns every whole free page
 (``madvise``) of every arena; called every ``every`` seconds it keeps the resident set at what is in use.
+That process allocates Python's objects with ``malloc`` too (``intake_link.intake_environment``), so what
+a burst of events leaves between the objects that outlive it is among those pages.
+
+The scheduling process (``SchedulerService``) trims as well: after a credential reload its heap grew by a
+few MiB that stayed resident once free.
 
 glibc only: where the C library has no ``malloc_trim`` (musl, macOS) nothing is started.
 """

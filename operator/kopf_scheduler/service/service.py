@@ -128,7 +128,7 @@ class SchedulerService:
         self._tasks: list[asyncio.Task[Any]] = []
         self.heap = HeapSettler()
         self.heap.watch = lambda task: self.supervisor.watch(task)
-        # the allocator's free pages after bursts (a credential reload, a queue flush) go back
+        # the C allocator's free pages go back (a credential reload left a few MiB of them resident)
         self.trim = MallocTrim()
         # small pages: decoding one is a short pause of the loop, not a long one
         self.resync = Resync(
