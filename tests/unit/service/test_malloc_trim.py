@@ -17,6 +17,24 @@ from kopf_scheduler.service.malloc_trim import MallocTrim, libc_malloc_trim
 
 GLIBC = libc_malloc_trim() is not None
 
+#: what each measured script begins with: the trim, and its own resident set in MiB
+MEASURING = """
+from kopf_scheduler.service.malloc_trim import libc_malloc_trim
+
+def rss_mib():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+"""
+
+
+def measured(script: str, env: dict[str, str] | None = None) -> list[float]:
+    """The numbers ``script`` prints, run in a fresh interpreter (with ``env``) after ``MEASURING``."""
+    code = MEASURING + textwrap.dedent(script)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    return [float(number) for number in out.stdout.split()]
+
 
 async def test_trims_every_interval_until_stopped() -> None:
     calls: list[int] = []
@@ -45,16 +63,8 @@ async def test_nothing_runs_without_malloc_trim() -> None:
 def test_free_memory_between_live_chunks_leaves_the_resident_set() -> None:
     # 200 MiB of 4 KiB chunks (above pymalloc's 512 bytes: from malloc), then all but every 64th freed:
     # the free chunks lie between live ones, so free() alone cannot shrink the heap.
-    script = textwrap.dedent(
+    before, after = measured(
         """
-        from kopf_scheduler.service.malloc_trim import libc_malloc_trim
-
-        def rss_mib():
-            with open("/proc/self/status") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-
         chunks = [bytes(4096) for _ in range(51200)]
         kept = chunks[::64]
         del chunks
@@ -63,22 +73,12 @@ def test_free_memory_between_live_chunks_leaves_the_resident_set() -> None:
         print(before, rss_mib())
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-    before, after = map(float, out.split())
     assert before > 150  # the free chunks were still resident
     assert before - after > 150  # and are no longer
 
 
-BURST = textwrap.dedent(
-    """
+BURST = """
     import json
-    from kopf_scheduler.service.malloc_trim import libc_malloc_trim
-
-    def rss_mib():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
 
     event = json.dumps({"type": "MODIFIED", "object": {"metadata": {"name": "p", "uid": "u" * 36},
         "status": {"conditions": [{"type": "PodScheduled", "status": "False", "message": "m" * 80}]}}})
@@ -93,7 +93,6 @@ BURST = textwrap.dedent(
     libc_malloc_trim()(0)
     print(base, peak, rss_mib())
     """
-)
 
 
 @pytest.mark.skipif(not GLIBC, reason="the C library has no malloc_trim")
@@ -108,11 +107,7 @@ def test_a_burst_of_events_leaves_the_intake_process_once_trimmed(
         monkeypatch.delenv("PYTHONMALLOC", raising=False)
     else:
         monkeypatch.setenv("PYTHONMALLOC", allocator)
-    env = intake_environment(os.environ)
-    out = subprocess.run(
-        [sys.executable, "-c", BURST], capture_output=True, text=True, check=True, env=env
-    ).stdout
-    base, peak, after = map(float, out.split())
+    base, peak, after = measured(BURST, env=intake_environment(os.environ))
     assert peak - base > 5  # the burst took several MiB
     left = (after - base) / (peak - base)
     assert left < 0.3 if handed_back else left > 0.8
